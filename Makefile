@@ -1,0 +1,36 @@
+# Every target bootstraps its own virtualenv, so a fresh clone needs only Python 3.11 (and, for
+# the Spark parts, Java 17). The stamp file makes the install idempotent: it is redone only when
+# setup.cfg or pyproject.toml change.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-test
+
+.PHONY: run test bench venv clean check-python
+
+check-python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || { echo "error: Python >= 3.11 required, found $$($(PYTHON) --version 2>&1)" >&2; exit 1; }
+	@$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || { echo "error: $(PYTHON) lacks venv/ensurepip (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+
+$(PY): | check-python
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(PY) setup.cfg pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test]' || { echo "error: installing the project into $(VENV) failed (is the package index reachable?)" >&2; exit 1; }
+	@touch $@
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/elasticmq-py run
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 -q
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

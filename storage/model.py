@@ -1,0 +1,319 @@
+"""The in-memory state of one queue, and the indexes that keep every call independent of depth.
+
+Logical state (what ``digest()`` covers and what mutations change) is the queue's configuration,
+counters, dedup/attempt windows, move tasks and each message's fields. Everything else here is
+an index derived from it and rebuilt on restore:
+
+* ``pending``: a heap of (visible_ms, serial, id, version) for messages that are delayed or in
+  flight. Entries are never removed in place; one whose version no longer matches the message is
+  stale and skipped when it surfaces (lazy invalidation keeps every change O(log n)).
+* standard queues: ``ready``, a heap of (serial, id, version) of visible messages, oldest first.
+* FIFO queues: ``groups`` (each a deque of message ids in send order plus its in-flight count)
+  and ``ready_groups``, a heap of (head serial, group id) of groups that may be receivable.
+* ``expiry``: a heap of (sent_ms, serial, id), so retention is enforced oldest first.
+
+Apply never reads a clock: a changed message always goes to ``pending`` and ``promote(now)``
+moves whatever is due to the ready side just before a read. The heaps are compacted when stale
+entries outnumber live ones, so a replica that only applies never grows without bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict, deque
+from typing import Iterator, Mapping
+
+from storage.commands import QueueKey
+from storage.mutations import AttemptEntry, DedupEntry, MessageRecord, MoveTaskRecord
+from storage.queue_config import QueueConfig
+
+READY, PENDING = 0, 1
+MAX_TASK_HISTORY = 10
+
+
+class Message:
+    __slots__ = ("rec", "version", "receipt", "visible_ms", "receive_count", "first_receive_ms",
+                 "last_receive_ms", "where")
+
+    def __init__(self, rec: MessageRecord):
+        self.rec = rec
+        self.version = rec.version
+        self.receipt = rec.receipt
+        self.visible_ms = rec.visible_ms
+        self.receive_count = rec.receive_count
+        self.first_receive_ms = rec.first_receive_ms
+        self.last_receive_ms = rec.last_receive_ms
+        self.where = PENDING
+
+    def record(self) -> MessageRecord:
+        r = self.rec
+        if r.version == self.version:
+            return r
+        return MessageRecord(
+            r.message_id, r.serial, r.body, r.attributes, r.system_attributes, r.md5_of_body,
+            r.md5_of_attributes, r.md5_of_system_attributes, r.sent_ms, r.sender_id, r.group_id,
+            r.deduplication_id, r.sequence_number, r.dlq_source_arn, self.version, self.receipt,
+            self.visible_ms, self.receive_count, self.first_receive_ms, self.last_receive_ms)
+
+
+class Group:
+    __slots__ = ("ids", "inflight")
+
+    def __init__(self) -> None:
+        self.ids: deque[str] = deque()
+        self.inflight = 0
+
+
+class Queue:
+    def __init__(self, qid: int, key: QueueKey, created_ms: int, attributes: Mapping[str, str],
+                 tags: Mapping[str, str]):
+        self.qid = qid
+        self.key = key
+        self.arn = key.arn
+        self.created_ms = created_ms
+        self.version = 0
+        self.modified_ms = created_ms
+        self.attributes: dict[str, str] = dict(attributes)
+        self.tags: dict[str, str] = dict(tags)
+        self.config = QueueConfig.parse(self.attributes)
+        self.fifo = self.config.fifo
+        self.next_serial = 0
+        self.next_sequence = 1
+        self.purged_below = 0
+        self.last_purge_ms = -1
+        self.dedup: OrderedDict[str, DedupEntry] = OrderedDict()
+        self.attempts: OrderedDict[str, AttemptEntry] = OrderedDict()
+        self.move_tasks: list[MoveTaskRecord] = []   # oldest first
+        self.messages: dict[str, Message] = {}
+        # indexes
+        self.pending: list[tuple[int, int, str, int]] = []
+        self.ready: list[tuple[int, str, int]] = []
+        self.expiry: list[tuple[int, int, str]] = []
+        self.groups: dict[str, Group] = {}
+        self.ready_groups: list[tuple[int, str]] = []
+        self.n_ready = 0
+        self.n_inflight = 0
+        self.n_delayed = 0
+
+    # --- configuration -------------------------------------------------------------------
+
+    def set_config(self, version: int, modified_ms: int, attributes: Mapping[str, str],
+                   tags: Mapping[str, str]) -> None:
+        self.version = version
+        self.modified_ms = modified_ms
+        self.attributes = dict(attributes)
+        self.tags = dict(tags)
+        self.config = QueueConfig.parse(self.attributes)
+
+    # --- messages --------------------------------------------------------------------------
+
+    def insert(self, msg: Message) -> None:
+        rec = msg.rec
+        self.messages[rec.message_id] = msg
+        if rec.serial >= self.next_serial:
+            self.next_serial = rec.serial + 1
+        if self.fifo:
+            gid = rec.group_id or ""
+            group = self.groups.get(gid)
+            if group is None:
+                group = self.groups[gid] = Group()
+            ids = group.ids
+            if not ids or self.messages.get(ids[-1]) is None or self.messages[ids[-1]].rec.serial < rec.serial:
+                ids.append(rec.message_id)
+            else:
+                # Restores may arrive out of serial order; keep the group in send order.
+                ordered = sorted([*ids, rec.message_id],
+                                 key=lambda i: self.messages[i].rec.serial if i in self.messages else -1)
+                group.ids = deque(i for i in ordered if i in self.messages)
+        msg.where = PENDING
+        if msg.receive_count > 0:
+            self.n_inflight += 1
+            if self.fifo:
+                self.groups[rec.group_id or ""].inflight += 1
+        else:
+            self.n_delayed += 1
+        heapq.heappush(self.pending, (msg.visible_ms, rec.serial, rec.message_id, msg.version))
+        heapq.heappush(self.expiry, (rec.sent_ms, rec.serial, rec.message_id))
+
+    def change(self, msg: Message, version: int, receipt: str | None, visible_ms: int,
+               receive_count: int, first_receive_ms: int, last_receive_ms: int) -> None:
+        self._leave(msg)
+        msg.version = version
+        msg.receipt = receipt
+        msg.visible_ms = visible_ms
+        msg.receive_count = receive_count
+        msg.first_receive_ms = first_receive_ms
+        msg.last_receive_ms = last_receive_ms
+        msg.where = PENDING
+        if receive_count > 0:
+            self.n_inflight += 1
+            if self.fifo:
+                self.groups[msg.rec.group_id or ""].inflight += 1
+        else:
+            self.n_delayed += 1
+        heapq.heappush(self.pending, (visible_ms, msg.rec.serial, msg.rec.message_id, version))
+        self._maybe_compact()
+
+    def remove(self, msg: Message) -> None:
+        self._leave(msg)
+        rec = msg.rec
+        del self.messages[rec.message_id]
+        if self.fifo:
+            gid = rec.group_id or ""
+            group = self.groups[gid]
+            ids = group.ids
+            messages = self.messages
+            while ids and ids[0] not in messages:
+                ids.popleft()
+            if not ids:
+                del self.groups[gid]
+            elif group.inflight == 0:
+                self._offer_group(gid, group)
+        self._maybe_compact()
+
+    def _leave(self, msg: Message) -> None:
+        """Take a message out of the counters (and its group's in-flight count)."""
+        if msg.where == READY:
+            self.n_ready -= 1
+        elif msg.receive_count > 0:
+            self.n_inflight -= 1
+            if self.fifo:
+                self.groups[msg.rec.group_id or ""].inflight -= 1
+        else:
+            self.n_delayed -= 1
+
+    def clear_messages(self, below_serial: int) -> None:
+        if below_serial >= self.next_serial:
+            self.messages.clear()
+            self.pending.clear()
+            self.ready.clear()
+            self.expiry.clear()
+            self.groups.clear()
+            self.ready_groups.clear()
+            self.n_ready = self.n_inflight = self.n_delayed = 0
+            return
+        for msg in [m for m in self.messages.values() if m.rec.serial < below_serial]:
+            self.remove(msg)
+
+    # --- time ------------------------------------------------------------------------------
+
+    def promote(self, now: int) -> None:
+        """Move every pending message whose time has come to the ready side."""
+        pending = self.pending
+        messages = self.messages
+        while pending and pending[0][0] <= now:
+            _, serial, mid, version = heapq.heappop(pending)
+            msg = messages.get(mid)
+            if msg is None or msg.version != version or msg.where != PENDING:
+                continue
+            self._leave(msg)
+            msg.where = READY
+            self.n_ready += 1
+            if self.fifo:
+                gid = msg.rec.group_id or ""
+                group = self.groups[gid]
+                if group.inflight == 0:
+                    self._offer_group(gid, group)
+            else:
+                heapq.heappush(self.ready, (serial, mid, version))
+
+    def requeue(self, msg: Message) -> None:
+        """Put back a message that ``take_ready`` yielded but the caller did not use."""
+        if msg.where != READY:
+            return
+        if self.fifo:
+            gid = msg.rec.group_id or ""
+            group = self.groups[gid]
+            if group.inflight == 0:
+                self._offer_group(gid, group)
+        else:
+            heapq.heappush(self.ready, (msg.rec.serial, msg.rec.message_id, msg.version))
+
+    def next_wakeup_ms(self) -> int | None:
+        """When the earliest pending message becomes visible (may be a stale entry: callers
+        only use it to decide when to look again)."""
+        return self.pending[0][0] if self.pending else None
+
+    def _offer_group(self, gid: str, group: Group) -> None:
+        head = self.messages[group.ids[0]]
+        if head.where == READY:
+            heapq.heappush(self.ready_groups, (head.rec.serial, gid))
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def take_ready(self) -> Iterator[Message]:
+        """Visible messages in the order a receive hands them out (promote first).
+
+        Standard: oldest first. FIFO: whole groups in order of their oldest message, each
+        group's visible head run in order; a group with anything in flight is skipped. The
+        caller must change or remove each yielded message before asking for the next one.
+        """
+        messages = self.messages
+        if not self.fifo:
+            ready = self.ready
+            while ready:
+                serial, mid, version = heapq.heappop(ready)
+                msg = messages.get(mid)
+                if msg is None or msg.version != version or msg.where != READY:
+                    continue
+                yield msg
+            return
+        ready_groups = self.ready_groups
+        while ready_groups:
+            serial, gid = heapq.heappop(ready_groups)
+            group = self.groups.get(gid)
+            if group is None or group.inflight:
+                continue
+            ids = group.ids
+            while ids and ids[0] not in messages:
+                ids.popleft()
+            if not ids or messages[ids[0]].rec.serial != serial or messages[ids[0]].where != READY:
+                continue
+            # Walk the group's visible run in order. The consumer changes (receives) or removes
+            # each message we yield, which may pop the group's head: so index from a snapshot.
+            run = list(ids)
+            for mid in run:
+                msg = messages.get(mid)
+                if msg is None:
+                    continue
+                if msg.where != READY:
+                    break
+                yield msg
+                if gid not in self.groups:
+                    break
+
+    def stats(self, now: int) -> tuple[int, int, int]:
+        self.promote(now)
+        return self.n_ready, self.n_inflight, self.n_delayed
+
+    # --- maintenance -----------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        live = len(self.messages)
+        limit = 2 * live + 1024
+        if len(self.pending) > limit:
+            self.pending = [(m.visible_ms, m.rec.serial, m.rec.message_id, m.version)
+                            for m in self.messages.values() if m.where == PENDING]
+            heapq.heapify(self.pending)
+        if len(self.ready) > limit:
+            self.ready = [(m.rec.serial, m.rec.message_id, m.version)
+                          for m in self.messages.values() if m.where == READY]
+            heapq.heapify(self.ready)
+        if len(self.expiry) > limit:
+            self.expiry = [(m.rec.sent_ms, m.rec.serial, m.rec.message_id) for m in self.messages.values()]
+            heapq.heapify(self.expiry)
+        if len(self.ready_groups) > 2 * len(self.groups) + 1024:
+            self.ready_groups = [(self.messages[g.ids[0]].rec.serial, gid) for gid, g in self.groups.items()
+                                 if g.inflight == 0 and g.ids and g.ids[0] in self.messages
+                                 and self.messages[g.ids[0]].where == READY]
+            heapq.heapify(self.ready_groups)
+
+    def add_task(self, task: MoveTaskRecord) -> None:
+        for i, t in enumerate(self.move_tasks):
+            if t.task_id == task.task_id:
+                if task.version > t.version:
+                    self.move_tasks[i] = task
+                return
+        self.move_tasks.append(task)
+        self.move_tasks.sort(key=lambda t: (t.started_ms, t.task_id))
+        del self.move_tasks[:-MAX_TASK_HISTORY]

@@ -1,0 +1,221 @@
+"""Post-execution effects: what the master decided, in a form any replica can apply.
+
+Every value that is random or depends on time (ids, receipt handles, timestamps, sequence
+numbers, versions) is decided once by ``Storage.execute`` and carried here; ``Storage.apply``
+only copies. Applying is idempotent, exactly: each queue incarnation has an id (``qid``) that is
+never reused, each message a per-queue ``serial`` handed out in increasing order, and every
+later change to an entity carries that entity's next ``version``. A mutation whose version or
+serial the replica has already passed is a no-op, and so is one for an entity it never had.
+
+The snapshot is written as a stream of these records too (``StorageRestored``,
+``QueueRestored`` and ``MessageRestored``), so one codec carries both the replication stream and state transfer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from storage.commands import MessageAttributeValue, QueueKey
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    message_id: str
+    serial: int
+    body: str
+    attributes: Mapping[str, MessageAttributeValue]
+    system_attributes: Mapping[str, MessageAttributeValue]
+    md5_of_body: str
+    md5_of_attributes: str | None
+    md5_of_system_attributes: str | None
+    sent_ms: int
+    sender_id: str
+    group_id: str | None
+    deduplication_id: str | None
+    sequence_number: int | None
+    dlq_source_arn: str | None
+    # the mutable part, as of this record
+    version: int
+    receipt: str | None
+    visible_ms: int
+    receive_count: int
+    first_receive_ms: int
+    last_receive_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MoveTaskRecord:
+    task_id: str
+    version: int
+    status: str
+    source_arn: str
+    destination_arn: str | None
+    max_per_second: int | None
+    moved: int
+    to_move: int
+    started_ms: int
+    failure_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DedupEntry:
+    key: str               # deduplication id, prefixed by the group under messageGroup scope
+    message_id: str
+    sequence_number: int | None
+    expires_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEntry:
+    """A FIFO ReceiveRequestAttemptId and what it handed out, for retried receives."""
+
+    attempt_id: str
+    expires_ms: int
+    receipts: tuple[tuple[str, str], ...]   # (message_id, receipt handle)
+
+
+# --- queue lifecycle ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class QueueCreated:
+    qid: int
+    key: QueueKey
+    created_ms: int
+    attributes: Mapping[str, str]
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUpdated:
+    """Attributes or tags changed: carries the whole new configuration, applied by version."""
+
+    qid: int
+    version: int
+    modified_ms: int
+    attributes: Mapping[str, str]
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleted:
+    """Carries the key too: the tombstone must be recorded even by a replica whose snapshot
+    never saw the queue (it was created and deleted while the snapshot was being taken)."""
+
+    qid: int
+    key: QueueKey
+    deleted_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TombstoneCleared:
+    """The 60 s in which a deleted queue's name cannot be reused are over."""
+
+    key: QueueKey
+    deleted_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePurged:
+    qid: int
+    below_serial: int   # every message with a smaller serial is gone
+    purged_ms: int
+
+
+# --- messages --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class MessageAdded:
+    """A send (with its dedup entry on FIFO queues) or a move into this queue.
+
+    Applies only when ``message.serial`` is at or past the queue's next serial: a smaller one was
+    added before, and may have been deleted since, so it must not come back."""
+
+    qid: int
+    message: MessageRecord
+    dedup: DedupEntry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChanged:
+    """A receive or a visibility change: the message's new mutable state."""
+
+    qid: int
+    message_id: str
+    version: int
+    receipt: str | None
+    visible_ms: int
+    receive_count: int
+    first_receive_ms: int
+    last_receive_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDeleted:
+    qid: int
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecorded:
+    qid: int
+    attempt: AttemptEntry
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """Forget dedup ids and receive attempts that expired at or before ``before_ms``."""
+
+    qid: int
+    before_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MoveTaskUpdated:
+    qid: int               # the source queue, which owns its move tasks
+    task: MoveTaskRecord
+
+
+# --- snapshot-only records -------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class QueueRestored:
+    """A queue's whole state except its messages (those follow as MessageAdded records)."""
+
+    qid: int
+    key: QueueKey
+    created_ms: int
+    version: int
+    modified_ms: int
+    attributes: Mapping[str, str]
+    tags: Mapping[str, str]
+    next_serial: int
+    next_sequence: int
+    purged_below: int
+    last_purge_ms: int
+    dedup: tuple[DedupEntry, ...]
+    attempts: tuple[AttemptEntry, ...]
+    move_tasks: tuple[MoveTaskRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRestored:
+    """A message as a snapshot saw it: restored whatever its serial, unless already present."""
+
+    qid: int
+    message: MessageRecord
+
+
+@dataclass(frozen=True, slots=True)
+class StorageRestored:
+    """Storage-wide counters and the tombstones of recently deleted queues."""
+
+    next_qid: int
+    tombstones: tuple[tuple[QueueKey, int], ...]
+
+
+Mutation = (
+    QueueCreated | QueueUpdated | QueueDeleted | TombstoneCleared | QueuePurged | MessageAdded
+    | MessageChanged | MessageDeleted | AttemptRecorded | Pruned | MoveTaskUpdated
+    | QueueRestored | MessageRestored | StorageRestored
+)
