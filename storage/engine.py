@@ -30,7 +30,7 @@ from storage.commands import (
     SetQueueAttributes, StartMessageMoveTask, TagQueue, Tick, UntagQueue,
 )
 from storage.errors import (
-    BATCH_REQUEST_TOO_LONG, INVALID_ATTRIBUTE_NAME, INVALID_ATTRIBUTE_VALUE, INVALID_PARAMETER_VALUE, MESSAGE_NOT_INFLIGHT,
+    BATCH_REQUEST_TOO_LONG, INVALID_ATTRIBUTE_NAME, INVALID_PARAMETER_VALUE, MESSAGE_NOT_INFLIGHT,
     OVER_LIMIT, PURGE_QUEUE_IN_PROGRESS, QUEUE_DELETED_RECENTLY, QUEUE_NAME_EXISTS,
     RECEIPT_HANDLE_IS_INVALID, RESOURCE_NOT_FOUND, UNSUPPORTED_OPERATION, SqsError, invalid_parameter,
     missing_parameter, queue_does_not_exist,
@@ -238,9 +238,10 @@ class Storage:
         target = self._queue_by_arn(policy.dlq_arn)
         if target is None:
             raise invalid_value_rp(value, "Dead letter target does not exist.")
+        if (target.key.region, target.key.account) != (key.region, key.account):
+            raise invalid_value_rp(value, "Dead-letter queue must be in the same account and region as the source.")
         if target.fifo != fifo:
-            raise invalid_value_rp(value, "Dead-letter target must be of the same type (standard or FIFO) "
-                                          "as the source queue.")
+            raise invalid_value_rp(value, "Dead-letter queue must be same type of queue as the source.")
         allow = target.config.redrive_allow
         if allow is not None and not allow.allows(key.arn):
             raise invalid_value_rp(value, f"Queue {target.arn} does not allow {key.arn} to use it as a "
@@ -282,8 +283,12 @@ class Storage:
             raise QUEUE_DELETED_RECENTLY(
                 "You must wait 60 seconds after deleting a queue before you can create another "
                 "queue with the same name.")
+        full = with_defaults(attrs, fifo)
+        if full.get("DeduplicationScope") == "queue" and full.get("FifoThroughputLimit") == "perMessageGroupId":
+            raise invalid_value("FifoThroughputLimit",
+                                "FifoThroughputLimit perMessageGroupId requires DeduplicationScope messageGroup.")
         self._check_redrive(key, fifo, attrs)
-        self._emit(out, QueueCreated(self._next_qid, key, now, with_defaults(attrs, fifo), tags))
+        self._emit(out, QueueCreated(self._next_qid, key, now, full, tags))
         return CreateQueueResult(key)
 
     def _delete_queue(self, c: DeleteQueue, now: int, out: list) -> None:
@@ -549,6 +554,14 @@ class Storage:
                 for name, val in (attrs or {}).items():
                     total += len(name.encode("utf-8", "surrogatepass")) + len((val.data_type or "").encode())
                     total += len((val.string_value or "").encode("utf-8", "surrogatepass")) + len(val.binary_value or b"")
+        if q.fifo:
+            for e in entries:
+                if e.group_id is None:
+                    raise INVALID_PARAMETER_VALUE("The request must contain the parameter MessageGroupId.")
+                if e.deduplication_id is None and not q.config.content_dedup:
+                    raise INVALID_PARAMETER_VALUE(
+                        "The queue should either have ContentBasedDeduplication enabled or "
+                        "MessageDeduplicationId provided explicitly")
         if total > self.limits.max_batch_bytes:
             raise BATCH_REQUEST_TOO_LONG(
                 f"Batch requests cannot be longer than {self.limits.max_batch_bytes} bytes. "
@@ -598,6 +611,11 @@ class Storage:
         if attempt_id is not None:
             again = self._retry_attempt(q, attempt_id, now)
             if again is not None:
+                # SQS: a retry within the window returns the same messages and handles, and
+                # resets their visibility timeout.
+                for m in again:
+                    self._emit(out, MessageChanged(q.qid, m.rec.message_id, m.version + 1, m.receipt, now + vt_ms,
+                                                   m.receive_count, m.first_receive_ms, m.last_receive_ms))
                 return ReceiveMessageResult(tuple(self._render(q, m, system_names, select) for m in again))
 
         q.promote(now)
@@ -701,15 +719,20 @@ class Storage:
         msg = q.messages.get(mid)
         return mid, (msg if msg is not None and msg.receipt == handle else None)
 
-    def _delete_one(self, q: Queue, handle: str | None, out: list) -> None:
+    def _delete_one(self, q: Queue, handle: str | None, now: int, out: list) -> None:
         # A stale handle (the message was received again since) succeeds without deleting, as
         # SQS documents: the newer holder of the message keeps it.
         mid, msg = self._message_for(q, handle)
-        if msg is not None:
-            self._emit(out, MessageDeleted(q.qid, mid))
+        if msg is None:
+            return
+        if q.fifo and msg.visible_ms <= now:
+            # FIFO: once the visibility timeout passed, the handle is dead even if nobody
+            # received the message again, so that a slow consumer cannot delete out of order.
+            raise invalid_parameter("ReceiptHandle", handle, "The receipt handle has expired")
+        self._emit(out, MessageDeleted(q.qid, mid))
 
     def _delete_message(self, c: DeleteMessage, now: int, out: list) -> None:
-        self._delete_one(self._queue(c.queue), c.receipt_handle, out)
+        self._delete_one(self._queue(c.queue), c.receipt_handle, now, out)
 
     def _delete_message_batch(self, c: DeleteMessageBatch, now: int, out: list) -> DeleteMessageBatchResult:
         q = self._queue(c.queue)
@@ -719,7 +742,7 @@ class Storage:
         failed: list[BatchResultError] = []
         for e in entries:
             try:
-                self._delete_one(q, e.receipt_handle, out)
+                self._delete_one(q, e.receipt_handle, now, out)
             except SqsError as err:
                 failed.append(BatchResultError(e.id, err.code, err.message, err.sender_fault))  # type: ignore[arg-type]
                 continue
@@ -944,7 +967,7 @@ class Storage:
         if rec.sequence_number is not None and rec.sequence_number >= q.next_sequence:
             q.next_sequence = rec.sequence_number + 1
         d = m.dedup
-        if d is not None:
+        if d is not None and d.expires_ms > q.pruned_before:
             q.dedup.pop(d.key, None)
             q.dedup[d.key] = d
 
@@ -975,8 +998,8 @@ class Storage:
         if q is None:
             return
         seen = q.attempts.get(m.attempt.attempt_id)
-        if seen is not None and seen.expires_ms >= m.attempt.expires_ms:
-            return
+        if (seen is not None and seen.expires_ms >= m.attempt.expires_ms) or m.attempt.expires_ms <= q.pruned_before:
+            return  # replayed: superseded, or already pruned (must not come back out of order)
         q.attempts.pop(m.attempt.attempt_id, None)
         q.attempts[m.attempt.attempt_id] = m.attempt
 
@@ -984,6 +1007,7 @@ class Storage:
         q = self._queues.get(m.qid)
         if q is None:
             return
+        q.pruned_before = max(q.pruned_before, m.before_ms)
         for window in (q.dedup, q.attempts):
             while window:
                 first = next(iter(window.values()))
@@ -1006,6 +1030,7 @@ class Storage:
         q.next_sequence = m.next_sequence
         q.purged_below = m.purged_below
         q.last_purge_ms = m.last_purge_ms
+        q.pruned_before = m.pruned_before
         for d in m.dedup:
             q.dedup[d.key] = d
         for a in m.attempts:
@@ -1027,7 +1052,8 @@ class Storage:
     def _queue_record(self, q: Queue) -> QueueRestored:
         return QueueRestored(q.qid, q.key, q.created_ms, q.version, q.modified_ms, dict(q.attributes),
                              dict(q.tags), q.next_serial, q.next_sequence, q.purged_below, q.last_purge_ms,
-                             tuple(q.dedup.values()), tuple(q.attempts.values()), tuple(q.move_tasks))
+                             tuple(q.dedup.values()), tuple(q.attempts.values()), tuple(q.move_tasks),
+                             q.pruned_before)
 
     def iter_snapshot(self) -> Iterator[Mutation]:
         """The whole state as records, produced lazily.
@@ -1042,8 +1068,12 @@ class Storage:
             q = self._queues.get(qid)
             if q is None:
                 continue
-            yield self._queue_record(q)
-            for mid in list(q.messages):
+            # The header and the id list must be read at the same instant: a message added in
+            # between would be restored while its MessageAdded (carrying its dedup entry) is
+            # skipped on replay as already covered.
+            header, ids = self._queue_record(q), list(q.messages)
+            yield header
+            for mid in ids:
                 if self._queues.get(qid) is not q:
                     break
                 msg = q.messages.get(mid)
@@ -1078,7 +1108,7 @@ class Storage:
 
 
 def invalid_value_rp(value: str, reason: str) -> SqsError:
-    return INVALID_ATTRIBUTE_VALUE(f"Value {value} for parameter RedrivePolicy is invalid. Reason: {reason}")
+    return INVALID_PARAMETER_VALUE(f"Value {value} for parameter RedrivePolicy is invalid. Reason: {reason}")
 
 
 def _task_with(task: MoveTaskRecord, **changes: Any) -> MoveTaskRecord:
@@ -1094,8 +1124,8 @@ def _attribute_selector(names: Iterable[str]) -> Callable[[str], bool] | None:
     names = tuple(names or ())
     if not names:
         return None
-    if "All" in names or ".*" in names:
+    if "All" in names or ".*" in names or "*" in names:
         return _select_all
     exact = {n for n in names if not n.endswith(".*")}
-    prefixes = tuple(n[:-1] for n in names if n.endswith(".*"))
+    prefixes = tuple(n[:-2] for n in names if n.endswith(".*"))
     return lambda name: name in exact or name.startswith(prefixes)

@@ -81,6 +81,7 @@ class Queue:
         self.next_sequence = 1
         self.purged_below = 0
         self.last_purge_ms = -1
+        self.pruned_before = 0
         self.dedup: OrderedDict[str, DedupEntry] = OrderedDict()
         self.attempts: OrderedDict[str, AttemptEntry] = OrderedDict()
         self.move_tasks: list[MoveTaskRecord] = []   # oldest first

@@ -196,6 +196,7 @@ class QueueRestored:
     dedup: tuple[DedupEntry, ...]
     attempts: tuple[AttemptEntry, ...]
     move_tasks: tuple[MoveTaskRecord, ...]
+    pruned_before: int = 0     # the latest Pruned watermark: older window entries never come back
 
 
 @dataclass(frozen=True, slots=True)

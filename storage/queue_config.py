@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from storage.errors import INVALID_ATTRIBUTE_NAME, INVALID_ATTRIBUTE_VALUE, SqsError
+from storage.errors import INVALID_ATTRIBUTE_NAME, INVALID_ATTRIBUTE_VALUE, INVALID_PARAMETER_VALUE, SqsError
 from storage.limits import Limits
 
 FIFO_ONLY = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
@@ -78,7 +78,7 @@ _VALIDATORS: dict[str, Callable[[str, str, Limits], str]] = {
     "ReceiveMessageWaitTimeSeconds": _int_in(0, lambda lim: lim.max_wait_seconds),
     "VisibilityTimeout": _int_in(0, lambda lim: lim.max_visibility_timeout),
     "Policy": _json_object,
-    "RedrivePolicy": _json_object,        # its content is checked against the other queues later
+    "RedrivePolicy": lambda name, value, limits: (parse_redrive_policy(value), value)[1],
     "RedriveAllowPolicy": _json_object,
     "KmsMasterKeyId": _any_string,
     "KmsDataKeyReusePeriodSeconds": _int_in(60, 86_400),
@@ -95,7 +95,7 @@ DEFAULTS_STANDARD = {
     "MessageRetentionPeriod": "345600",
     "ReceiveMessageWaitTimeSeconds": "0",
     "VisibilityTimeout": "30",
-    "SqsManagedSseEnabled": "false",
+    "SqsManagedSseEnabled": "true",   # SSE-SQS by default for new queues since Oct 2022
 }
 DEFAULTS_FIFO = {
     **DEFAULTS_STANDARD,
@@ -151,17 +151,21 @@ def parse_redrive_policy(value: str) -> RedrivePolicy:
     """Accept what SQS accepts: a JSON map with deadLetterTargetArn and maxReceiveCount (a number
     or a numeric string)."""
     def bad(reason: str) -> SqsError:
-        return INVALID_ATTRIBUTE_VALUE(
+        return INVALID_PARAMETER_VALUE(
             f"Value {value} for parameter RedrivePolicy is invalid. Reason: {reason}")
     try:
         doc = json.loads(value)
-    except ValueError:
-        raise bad("Redrive policy is not a valid JSON map.") from None
+    except (ValueError, TypeError):
+        doc = None
     if not isinstance(doc, dict):
-        raise bad("Redrive policy is not a valid JSON map.")
-    arn, count = doc.get("deadLetterTargetArn"), doc.get("maxReceiveCount")
-    if not isinstance(arn, str) or count is None:
-        raise bad("Redrive policy must contain both deadLetterTargetArn and maxReceiveCount.")
+        # SQS answers unparseable JSON with a different code and wording than bad content.
+        raise invalid_value("RedrivePolicy", "Redrive policy is not a valid JSON map.")
+    for required in ("deadLetterTargetArn", "maxReceiveCount"):
+        if required not in doc:
+            raise bad(f"Redrive policy does not contain mandatory attribute: {required}.")
+    arn, count = doc["deadLetterTargetArn"], doc["maxReceiveCount"]
+    if not isinstance(arn, str):
+        raise bad("Invalid value for deadLetterTargetArn.")
     extra = set(doc) - {"deadLetterTargetArn", "maxReceiveCount"}
     if extra:
         raise bad(f"Only following attributes are supported: [deadLetterTargetArn, maxReceiveCount].")

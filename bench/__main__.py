@@ -1,0 +1,66 @@
+"""`make bench`: run the benchmarks, write JSON to bench/results/, print a short table.
+
+    python -m bench [--quick] [--only storage]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _machine() -> dict:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def storage(quick: bool) -> dict:
+    from bench import storage_bench
+
+    results = storage_bench.run(quick=quick)
+    by = {(r.scenario, r.depth): r.rate for r in results}
+    rows = [{"scenario": r.scenario, "queue_depth": r.depth, "ops": r.ops, "seconds": round(r.seconds, 4),
+             "per_second": round(r.rate)} for r in results]
+    depths = sorted({r.depth for r in results if r.scenario == "send"})
+    ratios = {}
+    if len(depths) == 2:
+        for name in ("send", "send_batch", "receive_delete", "receive_delete_batch10"):
+            ratios[f"{name}: empty / deep"] = round(by[(name, depths[0])] / by[(name, depths[1])], 2)
+    floor = by.get(("floor_dict_deque_put_get", 0))
+    if floor:
+        ratios["floor / send (empty)"] = round(floor / by[("send", 0)], 1)
+    print("\nstorage (one thread, mutations encoded)")
+    print(f"{'scenario':32} {'depth':>9} {'ops/s':>10}")
+    for r in rows:
+        print(f"{r['scenario']:32} {r['queue_depth']:>9} {r['per_second']:>10,}")
+    for k, val in ratios.items():
+        print(f"  ratio {k}: {val}")
+    return {"benchmark": "storage", "machine": _machine(), "results": rows, "ratios": ratios}
+
+
+SUITES = {"storage": storage}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    p.add_argument("--only", choices=sorted(SUITES), action="append", help="run just these suites")
+    args = p.parse_args(argv)
+    RESULTS.mkdir(exist_ok=True)
+    for name in args.only or sorted(SUITES):
+        report = SUITES[name](args.quick)
+        path = RESULTS / f"{name}{'-quick' if args.quick else ''}.json"
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"  -> {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

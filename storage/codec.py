@@ -1,0 +1,669 @@
+"""The wire form of everything storage defines: compact, versioned, explicit (never pickle).
+
+What it carries: the mutations and snapshot records (``storage.mutations``), the commands
+(``storage.commands``) and results (``storage.results``) that replicas forward to the master,
+and ``storage.errors.SqsError`` (with its ``ErrorKind``). Top level, ``None`` is allowed too,
+because several commands return nothing.
+
+Layout
+------
+Every frame starts with two raw bytes, then one msgpack value::
+
+    [FORMAT_VERSION] [kind]  msgpack...      kind 0x00: one object    (encode / decode)
+                                             kind 0x01: array of many (encode_many / decode_many)
+
+The version is checked before anything is parsed, so a later format need not even be msgpack.
+An object is a msgpack array ``[tag, field values...]`` in dataclass field order. Field values
+are msgpack scalars (str, int, bool, nil, bin), arrays (tuples) and maps (``Mapping[str, ...]``),
+and nested objects as arrays again. Decoding is driven by the dataclass type hints
+(``typing.get_type_hints``, resolved once at import): tuples come back as tuples, mappings as
+dicts, nested objects as their classes, and every value is type-checked on the way (a str where an
+int belongs, a bool where an int belongs, a float anywhere, an unknown or mismatched tag, a wrong
+number of fields: all ``CodecError``).
+
+Tags
+----
+``TAGS`` below is written out by hand and is the only source of tags: they never depend on import
+or definition order. Rules for maintainers:
+
+* A tag, once released, means that class forever. Never renumber; never reuse the tag of a
+  removed class: move it to ``RETIRED_TAGS`` instead.
+* New classes take the next free tag of their range (ranges are advisory; tags are small ints,
+  below 128 they cost one byte): 1-15 shared values and errors, 16-47 mutations and snapshot
+  records, 48-95 commands, 96-159 results.
+* ``tests/storage/test_codec.py`` fails if a dataclass of ``storage.commands``, ``.results``,
+  ``.mutations`` or ``.errors`` is missing from the table.
+
+Evolving a class
+----------------
+Fields are positional, so: only ever *append* fields, and give each appended field a default.
+A decoder accepts an object with trailing fields missing when those fields have defaults (an old
+sender, a new receiver), and rejects an object with more fields than it knows (a new sender, an
+old receiver: upgrade receivers first, or bump ``FORMAT_VERSION``). Renaming a field is free; the
+name is never on the wire. Removing, reordering or retyping a field needs a new format version.
+
+Robustness
+----------
+``decode`` and ``decode_many`` raise ``CodecError`` (a ``ValueError``) for any malformed input and
+nothing else. msgpack bounds every declared length by the input size and the nesting depth by its
+own stack, and reconstruction never recurses deeper than the schema, so memory stays linear in
+the input. Frames are authenticated by the cluster layer before they get here; this is defence in
+depth, not the security boundary.
+
+Encoding trusts its input to be well typed (storage builds it), except that unregistered types,
+ints beyond 64 bits and strings that are not valid Unicode raise ``CodecError``. A float in an
+int field is encoded and then refused by the decoder; the round-trip tests are what keep
+producers honest.
+
+Speed
+-----
+Per class, field names (an ``attrgetter``), nested-object encoders and per-field decoders are
+built once at import. Encoding is one tuple per object handed to msgpack's C packer. Decoding
+checks all fields' types with one lookup of their type tuple in a cache of signatures already
+found valid, and fills a frozen slotted dataclass's slots directly instead of calling its
+``__init__`` (whose ``object.__setattr__`` per field would cost more than everything else);
+classes with ``__post_init__`` or ``init=False`` fields go through ``__init__``.
+
+Thread safety: each thread gets its own msgpack ``Packer``; the only state decoding shares is
+that signature cache (a set only ever added to, bounded, safe under the GIL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import types
+import typing
+from collections.abc import Mapping
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Callable, Iterable
+
+import msgpack
+
+from storage import commands as _c
+from storage import errors as _e
+from storage import mutations as _m
+from storage import results as _r
+
+__all__ = [
+    "FORMAT_VERSION", "CodecError", "TAGS", "RETIRED_TAGS", "tag_of",
+    "encode", "decode", "encode_many", "decode_many",
+]
+
+FORMAT_VERSION = 1
+_ONE = 0x00
+_MANY = 0x01
+_HEADER_ONE = bytes((FORMAT_VERSION, _ONE))
+_HEADER_MANY = bytes((FORMAT_VERSION, _MANY))
+
+
+class CodecError(ValueError):
+    """The bytes are not a valid encoding, or the object cannot be encoded."""
+
+
+# --- the tag table: tag -> class, by hand, forever ----------------------------------------------
+
+TAGS: Mapping[int, type] = types.MappingProxyType({
+    # 1-15: shared values and errors
+    1: _c.QueueKey,
+    2: _c.Namespace,
+    3: _c.MessageAttributeValue,
+    4: _e.ErrorKind,
+    5: _e.SqsError,
+    # 16-47: mutations and snapshot records
+    16: _m.MessageRecord,
+    17: _m.MoveTaskRecord,
+    18: _m.DedupEntry,
+    19: _m.AttemptEntry,
+    20: _m.QueueCreated,
+    21: _m.QueueUpdated,
+    22: _m.QueueDeleted,
+    23: _m.TombstoneCleared,
+    24: _m.QueuePurged,
+    25: _m.MessageAdded,
+    26: _m.MessageChanged,
+    27: _m.MessageDeleted,
+    28: _m.AttemptRecorded,
+    29: _m.Pruned,
+    30: _m.MoveTaskUpdated,
+    31: _m.QueueRestored,
+    32: _m.StorageRestored,
+    33: _m.MessageRestored,
+    # 48-95: commands
+    48: _c.CreateQueue,
+    49: _c.DeleteQueue,
+    50: _c.GetQueueUrl,
+    51: _c.ListQueues,
+    52: _c.GetQueueAttributes,
+    53: _c.SetQueueAttributes,
+    54: _c.PurgeQueue,
+    55: _c.TagQueue,
+    56: _c.UntagQueue,
+    57: _c.ListQueueTags,
+    58: _c.AddPermission,
+    59: _c.RemovePermission,
+    60: _c.ListDeadLetterSourceQueues,
+    61: _c.SendMessage,
+    62: _c.SendMessageBatchEntry,
+    63: _c.SendMessageBatch,
+    64: _c.ReceiveMessage,
+    65: _c.DeleteMessage,
+    66: _c.DeleteMessageBatchEntry,
+    67: _c.DeleteMessageBatch,
+    68: _c.ChangeMessageVisibility,
+    69: _c.ChangeMessageVisibilityBatchEntry,
+    70: _c.ChangeMessageVisibilityBatch,
+    71: _c.StartMessageMoveTask,
+    72: _c.CancelMessageMoveTask,
+    73: _c.ListMessageMoveTasks,
+    74: _c.Tick,
+    # 96-159: results
+    96: _r.CreateQueueResult,
+    97: _r.GetQueueUrlResult,
+    98: _r.ListQueuesResult,
+    99: _r.GetQueueAttributesResult,
+    100: _r.ListQueueTagsResult,
+    101: _r.ListDeadLetterSourceQueuesResult,
+    102: _r.SendMessageResult,
+    103: _r.BatchResultError,
+    104: _r.SendMessageBatchResultEntry,
+    105: _r.SendMessageBatchResult,
+    106: _r.ReceivedMessage,
+    107: _r.ReceiveMessageResult,
+    108: _r.DeleteMessageBatchResult,
+    109: _r.ChangeMessageVisibilityBatchResult,
+    110: _r.StartMessageMoveTaskResult,
+    111: _r.CancelMessageMoveTaskResult,
+    112: _r.MessageMoveTaskInfo,
+    113: _r.ListMessageMoveTasksResult,
+    114: _r.TickResult,
+})
+
+# Tags of classes that were removed: never to be given to another class.
+RETIRED_TAGS: frozenset[int] = frozenset()
+
+_TAG_OF: dict[type, int] = {cls: tag for tag, cls in TAGS.items()}
+if len(_TAG_OF) != len(TAGS):  # pragma: no cover - a table edit gone wrong
+    raise RuntimeError("storage.codec: a class appears twice in TAGS")
+if RETIRED_TAGS & TAGS.keys():  # pragma: no cover
+    raise RuntimeError("storage.codec: a retired tag is in use")
+
+
+def tag_of(cls: type) -> int:
+    """The wire tag of a registered class (``KeyError`` if it is not registered)."""
+    return _TAG_OF[cls]
+
+
+# --- schema: per class, field names, hints, defaults ------------------------------------------
+
+class _SqsErrorShape:
+    """SqsError is an exception, not a dataclass; this stands in for its field list."""
+
+    kind: _e.ErrorKind
+    message: str
+
+
+def _schema(cls: type) -> tuple[tuple[str, ...], dict[str, Any], int]:
+    """(field names in order, resolved type hints, number of required leading fields)."""
+    if cls is _e.SqsError:
+        return ("kind", "message"), typing.get_type_hints(_SqsErrorShape), 2
+    if not dataclasses.is_dataclass(cls):  # pragma: no cover
+        raise TypeError(f"storage.codec: {cls!r} is not a dataclass")
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    required = 0
+    for f in fields:
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required += 1
+        else:
+            break
+    return tuple(f.name for f in fields), hints, required
+
+
+# --- encoding -----------------------------------------------------------------------------------
+
+def _make_encoder(cls: type, tag: int) -> Callable[[Any], Any]:
+    """obj -> (tag, field values...); msgpack packs the values, calling ``_default`` for ours."""
+    names, hints, _req = _schema(cls)
+    if cls is _e.SqsError:
+        return lambda err: (tag, err.kind, err.message)
+    prefix = (tag,)
+    if not names:
+        return lambda obj: prefix
+    getter = attrgetter(*names)
+    if len(names) == 1:
+        getter1 = getter
+        getter = lambda obj: (getter1(obj),)  # noqa: E731
+    # Fields declared as one registered class, or that or None (MessageAdded.message, .dedup),
+    # are encoded here rather than through msgpack's ``default`` callback, which is slower.
+    nested = []
+    for i, n in enumerate(names):
+        members = _union_members(hints[n]) or (hints[n],)
+        classes = [m for m in members if m in _TAG_OF]
+        if len(classes) == 1 and all(m is _NoneType or m in _TAG_OF for m in members):
+            nested.append((i + 1, classes[0], _encoder(_TAG_OF[classes[0]])))
+    if not nested:
+        return lambda obj: prefix + getter(obj)
+
+    def enc(obj: Any) -> list:
+        values = [tag, *getter(obj)]
+        for i, sub_cls, sub in nested:
+            x = values[i]
+            if type(x) is sub_cls:
+                values[i] = sub(x)
+        return values
+    return enc
+
+
+_NoneType = type(None)
+_ENCODERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _union_members(hint: Any) -> tuple | None:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return typing.get_args(hint)
+    return None
+
+
+def _encoder(tag: int) -> Callable[[Any], Any]:
+    cls = TAGS[tag]
+    enc = _ENCODERS.get(cls)
+    if enc is None:
+        enc = _ENCODERS[cls] = _make_encoder(cls, tag)
+    return enc
+
+
+for _tag in TAGS:
+    _encoder(_tag)
+del _tag
+_SQS_ERROR_ENCODER = _ENCODERS[_e.SqsError]
+
+
+def _default(obj: Any) -> Any:
+    """msgpack calls this for every value it cannot pack natively: our objects, mostly."""
+    enc = _ENCODERS.get(type(obj))
+    if enc is not None:
+        return enc(obj)
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, _e.SqsError):  # a subclass: sent as the base class
+        return _SQS_ERROR_ENCODER(obj)
+    raise TypeError(f"cannot encode a {type(obj).__name__}")
+
+
+_local = threading.local()
+_unpackb = msgpack.unpackb
+
+
+def _packer() -> msgpack.Packer:
+    p = msgpack.Packer(use_bin_type=True, default=_default, datetime=False)
+    _local.packer = p
+    return p
+
+
+def _top(obj: Any) -> Any:
+    enc = _ENCODERS.get(type(obj))
+    if enc is not None:
+        return enc(obj)
+    if obj is None:
+        return None
+    if isinstance(obj, _e.SqsError):
+        return _SQS_ERROR_ENCODER(obj)
+    raise CodecError(f"cannot encode a {type(obj).__name__}: not a registered storage type")
+
+
+def encode(obj: Any) -> bytes:
+    """One registered object (or ``None``) as a versioned frame."""
+    enc = _ENCODERS.get(type(obj))
+    value = enc(obj) if enc is not None else _top(obj)
+    try:
+        packer = _local.packer
+    except AttributeError:
+        packer = _packer()
+    try:
+        return _HEADER_ONE + packer.pack(value)
+    except Exception as exc:
+        packer.reset()
+        raise CodecError(f"cannot encode {type(obj).__name__}: {exc}") from exc
+
+
+def encode_many(objs: Iterable[Any]) -> bytes:
+    """Many registered objects (or ``None``s) in one versioned frame, order kept."""
+    if type(objs) is not list and type(objs) is not tuple:
+        objs = list(objs)
+    encoders = _ENCODERS
+    try:
+        values = [encoders[type(o)](o) for o in objs]
+    except KeyError:
+        values = [_top(o) for o in objs]
+    try:
+        packer = _local.packer
+    except AttributeError:
+        packer = _packer()
+    try:
+        return _HEADER_MANY + packer.pack(values)
+    except Exception as exc:
+        packer.reset()
+        raise CodecError(f"cannot encode batch: {exc}") from exc
+
+
+# --- decoding -----------------------------------------------------------------------------------
+#
+# Each field has a set of msgpack types it may arrive as (its "accepts") and, if it needs
+# reshaping (tuples, mappings, nested objects), a converter that takes the freshly unpacked value
+# and returns the typed one or raises CodecError. Scalar fields (str, int, bool, bytes, None and
+# unions of those) need no converter. A class decoder checks all fields' types at once by looking
+# up the tuple of their types in a cache of signatures already found valid, and only walks the
+# fields one by one for a signature it has not seen.
+
+_SCALARS = {str: str, int: int, bool: bool, bytes: bytes, _NoneType: _NoneType}
+_contains = frozenset.__contains__
+
+
+def _bad(what: str, value: Any) -> CodecError:
+    return CodecError(f"expected {what}, got {type(value).__name__}")
+
+
+class _Conv(typing.NamedTuple):
+    accepts: frozenset            # msgpack types this field may arrive as (cheap pre-check)
+    convert: Callable[[Any], Any] | None   # None: the value is already right
+
+
+_DECODERS: dict[int, Callable[[list], Any]] = {}   # tag -> decoder of [tag, fields...]
+
+
+def _conv_for(hint: Any, owner: type) -> _Conv:
+    if hint in _SCALARS:
+        return _Conv(frozenset((_SCALARS[hint],)), None)
+    if hint in _TAG_OF:
+        return _Conv(frozenset((list,)), _decoder(_TAG_OF[hint]))
+    members = _union_members(hint)
+    if members is not None:
+        optional = _NoneType in members
+        rest = [m for m in members if m is not _NoneType]
+        if all(m in _SCALARS for m in rest):
+            return _Conv(frozenset(_SCALARS[m] for m in members), None)
+        if len(rest) == 1:
+            inner = _conv_for(rest[0], owner)
+            accepts = inner.accepts | {_NoneType} if optional else inner.accepts
+            fn = inner.convert
+            if fn is None:
+                return _Conv(accepts, None)
+            if not optional:  # pragma: no cover - a one-member union is not a union
+                return _Conv(accepts, fn)
+            return _Conv(accepts, lambda v: None if v is None else fn(v))
+        if all(m in _TAG_OF for m in rest):
+            allowed = frozenset(_TAG_OF[m] for m in rest)
+
+            def tagged(v: Any) -> Any:
+                if v is None and optional:
+                    return None
+                if type(v) is not list or not v or type(v[0]) is not int or v[0] not in allowed:
+                    raise _bad("one of " + ", ".join(m.__name__ for m in rest), v)
+                return _DECODERS[v[0]](v)
+            accepts = frozenset((list, _NoneType)) if optional else frozenset((list,))
+            return _Conv(accepts, tagged)
+        raise TypeError(f"storage.codec: unsupported union {hint!r} in {owner.__name__}")
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _Conv(frozenset((list,)), _var_tuple(_conv_for(args[0], owner)))
+        if args == ((),) or not args:  # pragma: no cover - tuple[()]
+            args = ()
+        return _Conv(frozenset((list,)), _fixed_tuple([_conv_for(a, owner) for a in args]))
+    if origin is Mapping or origin is dict:
+        key_hint, value_hint = args
+        if key_hint is not str:
+            raise TypeError(f"storage.codec: mapping keys must be str ({hint!r} in {owner.__name__})")
+        return _Conv(frozenset((dict,)), _str_map(_conv_for(value_hint, owner)))
+    raise TypeError(f"storage.codec: unsupported field type {hint!r} in {owner.__name__}")
+
+
+def _var_tuple(elem: _Conv) -> Callable[[Any], tuple]:
+    accepts, fn = elem
+
+    if fn is None:
+        if len(accepts) == 1:
+            (only,) = accepts
+
+            def scalar_tuple(v: Any) -> tuple:
+                for e in v:
+                    if type(e) is not only:
+                        raise _bad(only.__name__, e)
+                return tuple(v)
+            return scalar_tuple
+
+        def scalars_tuple(v: Any) -> tuple:
+            if not all(map(_contains, [accepts] * len(v), map(type, v))):
+                raise CodecError("wrong element type in a tuple")
+            return tuple(v)
+        return scalars_tuple
+
+    def conv_tuple(v: Any) -> tuple:
+        for e in v:
+            if type(e) not in accepts:
+                raise _bad("/".join(sorted(t.__name__ for t in accepts)), e)
+        return tuple(map(fn, v))
+    return conv_tuple
+
+
+def _fixed_tuple(elems: list[_Conv]) -> Callable[[Any], tuple]:
+    n = len(elems)
+    sets = tuple(e.accepts for e in elems)
+    convs = tuple((i, e.convert) for i, e in enumerate(elems) if e.convert is not None)
+
+    def fixed(v: Any) -> tuple:
+        if len(v) != n:
+            raise CodecError(f"expected a {n}-tuple, got {len(v)} items")
+        if not all(map(_contains, sets, map(type, v))):
+            raise CodecError("wrong element type in a tuple")
+        for i, fn in convs:
+            v[i] = fn(v[i])
+        return tuple(v)
+    return fixed
+
+
+def _str_map(value: _Conv) -> Callable[[Any], dict]:
+    accepts, fn = value
+    if fn is None and accepts == frozenset((str,)):
+        def str_str(d: dict) -> dict:
+            if not d:
+                return d
+            for k, x in d.items():
+                if type(k) is not str or type(x) is not str:
+                    raise CodecError("expected a map of str to str")
+            return d
+        return str_str
+
+    def str_any(d: dict) -> dict:
+        if not d:
+            return d
+        for k, x in d.items():
+            if type(k) is not str or type(x) not in accepts:
+                raise CodecError("wrong key or value type in a map")
+        if fn is None:
+            return d
+        return {k: fn(x) for k, x in d.items()}
+    return str_any
+
+
+def _wrong_object(v: Any, tag: int) -> Any:
+    if type(v) is not list:
+        raise _bad(TAGS[tag].__name__, v)
+    if not v:
+        raise CodecError(f"expected {TAGS[tag].__name__}, got an empty array")
+    raise CodecError(f"expected {TAGS[tag].__name__} (tag {tag}), got tag {v[0]!r}")
+
+
+def _sqs_error(kind: _e.ErrorKind, message: str) -> _e.SqsError:
+    return _e.SqsError(_CANONICAL_KINDS.get(kind, kind), message)
+
+
+# Decoded ErrorKinds equal to a module-level constant of storage.errors come back as that constant.
+_CANONICAL_KINDS: dict[_e.ErrorKind, _e.ErrorKind] = {
+    k: k for k in vars(_e).values() if isinstance(k, _e.ErrorKind)
+}
+
+
+_MAX_SIGNATURES = 4096
+_set_slot = types.MemberDescriptorType.__set__
+_new_object = object.__new__
+
+
+def _make_decoder(cls: type, tag: int) -> Callable[[list], Any]:
+    names, hints, required = _schema(cls)
+    convs = [_conv_for(hints[n], cls) for n in names]
+    nfields = len(names)
+    sets = tuple(c.accepts for c in convs)
+    # per accepted field count: the converters that apply (omitted trailing fields take defaults)
+    by_count = {
+        n: tuple((i, c.convert) for i, c in enumerate(convs[:n]) if c.convert is not None)
+        for n in range(required, nfields + 1)
+    }
+    full_steps = by_count[nfields]
+    name = cls.__name__
+    # Field type signatures seen to be valid: checking one is a tuple hash instead of a loop.
+    # Only valid ones are added, so the set is bounded by the product of the allowed-type sets.
+    signatures: set[tuple] = set()
+
+    # Building the object: a frozen dataclass's __init__ sets each field through
+    # object.__setattr__, which costs more than all the rest of decoding. For slotted classes
+    # without __post_init__ the slots are filled directly (as pickle and copy would); the values
+    # are exactly what __init__ would store.
+    descriptors = tuple(vars(cls).get(n) for n in names)
+    direct = (
+        cls is not _e.SqsError
+        and not hasattr(cls, "__post_init__")
+        and len(dataclasses.fields(cls)) == nfields          # no init=False fields to compute
+        and all(type(d) is types.MemberDescriptorType for d in descriptors)
+    )
+    make = _sqs_error if cls is _e.SqsError else cls
+
+    def slow_check(args: list) -> None:
+        for fname, s, a in zip(names, sets, args):
+            if type(a) not in s:
+                raise CodecError(f"{name}.{fname}: unexpected {type(a).__name__}")
+
+    def dec(v: list) -> Any:
+        if not v or v[0] != tag or type(v[0]) is not int:
+            _wrong_object(v, tag)
+        args = v[1:]
+        if len(args) == nfields:
+            sig = tuple(map(type, args))
+            if sig not in signatures:
+                slow_check(args)
+                if len(signatures) < _MAX_SIGNATURES:
+                    signatures.add(sig)
+            for i, fn in full_steps:
+                args[i] = fn(args[i])
+            if direct:
+                obj = _new_object(cls)
+                any(map(_set_slot, descriptors, repeat(obj), args))
+                return obj
+            return make(*args)
+        # an older sender: trailing fields omitted, their defaults apply
+        steps = by_count.get(len(args))
+        if steps is None:
+            raise CodecError(f"{name}: {len(args)} fields, expected "
+                             f"{required}..{nfields}")
+        slow_check(args)
+        for i, fn in steps:
+            args[i] = fn(args[i])
+        return make(*args)
+
+    return dec
+
+
+def _decoder(tag: int) -> Callable[[list], Any]:
+    """The decoder of a tag, building those of nested classes first (memoized)."""
+    dec = _DECODERS.get(tag)
+    if dec is None:
+        if tag in _BUILDING:  # a recursive schema: bind late
+            return lambda v: _DECODERS[tag](v)
+        _BUILDING.add(tag)
+        dec = _DECODERS[tag] = _make_decoder(TAGS[tag], tag)
+        _BUILDING.discard(tag)
+    return dec
+
+
+_BUILDING: set[int] = set()
+for _tag in TAGS:
+    _decoder(_tag)
+del _tag
+
+
+def _decode_any(v: Any) -> Any:
+    if type(v) is list and v:
+        tag = v[0]
+        if type(tag) is int:
+            dec = _DECODERS.get(tag)
+            if dec is not None:
+                return dec(v)
+            raise CodecError(f"unknown tag {tag}")
+    if v is None:
+        return None
+    raise CodecError(f"expected a tagged object, got {type(v).__name__}")
+
+
+_COPY_LIMIT = 1 << 16   # bodies up to this size are sliced (a copy); larger ones are viewed
+
+
+def _unpack(data: Any, kind: int) -> Any:
+    if type(data) is not bytes:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise CodecError(f"expected bytes, got {type(data).__name__}")
+        try:
+            data = memoryview(data).cast("B")
+        except (TypeError, ValueError) as exc:
+            raise CodecError(f"unusable buffer: {exc}") from None
+    if len(data) < 3:
+        raise CodecError("frame too short")
+    if data[0] != FORMAT_VERSION:
+        raise CodecError(f"unsupported format version {data[0]} (this node speaks {FORMAT_VERSION})")
+    if data[1] != kind:
+        raise CodecError(f"frame kind {data[1]}, expected {kind} "
+                         f"(use {'decode' if data[1] == _ONE else 'decode_many'})")
+    body = data[2:] if len(data) <= _COPY_LIMIT else memoryview(data)[2:]
+    try:
+        return _unpackb(body, raw=False, strict_map_key=True)
+    except Exception as exc:
+        raise CodecError(f"malformed frame: {type(exc).__name__}: {exc}") from None
+
+
+def _check(obj: Any, expect: type | tuple[type, ...] | None) -> Any:
+    if expect is not None and not isinstance(obj, expect):
+        raise CodecError(f"unexpected {type(obj).__name__}")
+    return obj
+
+
+def decode(data: bytes, expect: type | tuple[type, ...] | None = None) -> Any:
+    """The object of an ``encode`` frame. ``expect``: refuse anything not an instance of it."""
+    value = _unpack(data, _ONE)
+    try:
+        obj = _decode_any(value)
+    except CodecError:
+        raise
+    except Exception as exc:  # a defect in a decoder or a constructor refusing a value
+        raise CodecError(f"malformed frame: {type(exc).__name__}: {exc}") from None
+    return _check(obj, expect) if expect is not None else obj
+
+
+def decode_many(data: bytes, expect: type | tuple[type, ...] | None = None) -> list:
+    """The objects of an ``encode_many`` frame, in order."""
+    values = _unpack(data, _MANY)
+    if type(values) is not list:
+        raise CodecError(f"expected an array of objects, got {type(values).__name__}")
+    try:
+        objs = list(map(_decode_any, values))
+    except CodecError:
+        raise
+    except Exception as exc:
+        raise CodecError(f"malformed frame: {type(exc).__name__}: {exc}") from None
+    if expect is not None:
+        for o in objs:
+            _check(o, expect)
+    return objs
