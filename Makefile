@@ -27,7 +27,7 @@ run: $(STAMP)
 	$(VENV)/bin/elasticmq-py run
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	ELASTICMQ_PY_FROZEN=1 $(PY) -m pytest -n 2 -q
 
 bench: $(STAMP)
 	$(PY) -m bench

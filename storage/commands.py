@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from storage.records import record
+
 DEFAULT_REGION = "us-east-1"
 DEFAULT_ACCOUNT = "000000000000"
 
@@ -31,7 +33,7 @@ class QueueKey:
         return self.name.endswith(".fifo")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Namespace:
     region: str = DEFAULT_REGION
     account: str = DEFAULT_ACCOUNT
@@ -40,7 +42,7 @@ class Namespace:
         return QueueKey(self.region, self.account, name)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageAttributeValue:
     data_type: str
     string_value: str | None = None
@@ -56,7 +58,7 @@ MessageAttributes = Mapping[str, MessageAttributeValue]
 
 # --- queues -------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class CreateQueue:
     ns: Namespace
     name: str | None
@@ -64,19 +66,19 @@ class CreateQueue:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeleteQueue:
     queue: QueueKey
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GetQueueUrl:
     ns: Namespace
     name: str | None
     owner_account: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListQueues:
     ns: Namespace
     prefix: str | None = None
@@ -84,41 +86,41 @@ class ListQueues:
     next_token: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GetQueueAttributes:
     queue: QueueKey
     attribute_names: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetQueueAttributes:
     queue: QueueKey
     attributes: Attributes | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PurgeQueue:
     queue: QueueKey
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TagQueue:
     queue: QueueKey
     tags: Mapping[str, str] | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UntagQueue:
     queue: QueueKey
     tag_keys: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListQueueTags:
     queue: QueueKey
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AddPermission:
     queue: QueueKey
     label: str | None
@@ -126,13 +128,13 @@ class AddPermission:
     actions: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RemovePermission:
     queue: QueueKey
     label: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListDeadLetterSourceQueues:
     queue: QueueKey
     max_results: int | None = None
@@ -141,7 +143,7 @@ class ListDeadLetterSourceQueues:
 
 # --- messages -----------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendMessage:
     queue: QueueKey
     body: str | None
@@ -153,7 +155,7 @@ class SendMessage:
     sender_id: str | None = None  # the caller's identity, reported as SenderId
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendMessageBatchEntry:
     id: str | None
     body: str | None
@@ -164,14 +166,14 @@ class SendMessageBatchEntry:
     group_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendMessageBatch:
     queue: QueueKey
     entries: tuple[SendMessageBatchEntry, ...]
     sender_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReceiveMessage:
     queue: QueueKey
     max_number_of_messages: int | None = None
@@ -183,39 +185,39 @@ class ReceiveMessage:
     receive_request_attempt_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeleteMessage:
     queue: QueueKey
     receipt_handle: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeleteMessageBatchEntry:
     id: str | None
     receipt_handle: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeleteMessageBatch:
     queue: QueueKey
     entries: tuple[DeleteMessageBatchEntry, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChangeMessageVisibility:
     queue: QueueKey
     receipt_handle: str | None
     visibility_timeout: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChangeMessageVisibilityBatchEntry:
     id: str | None
     receipt_handle: str | None
     visibility_timeout: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChangeMessageVisibilityBatch:
     queue: QueueKey
     entries: tuple[ChangeMessageVisibilityBatchEntry, ...]
@@ -223,7 +225,7 @@ class ChangeMessageVisibilityBatch:
 
 # --- message move tasks (DLQ redrive) -------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartMessageMoveTask:
     ns: Namespace
     source_arn: str | None
@@ -231,13 +233,13 @@ class StartMessageMoveTask:
     max_messages_per_second: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelMessageMoveTask:
     ns: Namespace
     task_handle: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListMessageMoveTasks:
     ns: Namespace
     source_arn: str | None
@@ -246,7 +248,7 @@ class ListMessageMoveTasks:
 
 # --- time ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tick:
     """Let time act: expire messages past retention, forget old dedup ids and deleted-queue
     tombstones, advance message move tasks. The master issues it periodically; because its

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from binascii import a2b_base64, b2a_base64
 import dataclasses
 import hashlib
 import heapq
@@ -73,22 +74,21 @@ MAX_PERMISSION_ACTIONS = 7
 REMOVABLE_ATTRIBUTES = frozenset(("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"))
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 _LABEL_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
-_RECEIPT_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 _ARN_RE = re.compile(r"arn:aws:sqs:([^:]+):([^:]+):([^:]+)")
 _TASK_STATUS_RUNNING = "RUNNING"
 _DEFAULT_MOVE_BATCH = 500  # messages per tick per task when no rate was asked for
 
 
 def _receipt(message_id: str, nonce: str) -> str:
-    return base64.urlsafe_b64encode(f"{message_id}:{nonce}".encode()).decode()
+    return b2a_base64(f"{message_id}:{nonce}".encode(), newline=False).decode()
 
 
 def _receipt_message_id(handle: str) -> str | None:
     """The message id inside a receipt handle, or None if it is not one of ours."""
-    if len(handle) > 1024 or not _RECEIPT_RE.fullmatch(handle):
+    if len(handle) > 256:
         return None
     try:
-        raw = base64.urlsafe_b64decode(handle.encode()).decode()
+        raw = a2b_base64(handle, strict_mode=True).decode()
     except (binascii.Error, ValueError, UnicodeDecodeError):
         return None
     mid, sep, nonce = raw.partition(":")
@@ -132,6 +132,7 @@ class Storage:
         self._by_key: dict[QueueKey, int] = {}
         self._tombstones: dict[QueueKey, int] = {}
         self._next_qid = 0
+        self._now = 0  # the time of the command or mutation being applied: index placement only
         self._handlers: dict[type, Callable[[Any, int, list], Any]] = {
             CreateQueue: self._create_queue, DeleteQueue: self._delete_queue,
             GetQueueUrl: self._get_queue_url, ListQueues: self._list_queues,
@@ -166,8 +167,9 @@ class Storage:
         if handler is None:
             raise UNSUPPORTED_OPERATION(f"{type(command).__name__} is not an SQS action.")
         out: list[Mutation] = []
+        now = self._now = self.clock.now_ms()
         try:
-            result = handler(command, self.clock.now_ms(), out)
+            result = handler(command, now, out)
         except SqsError as err:
             if out:  # a handler broke its contract; keep replicas in step all the same
                 log.error("%s raised %r after emitting %d mutations", type(command).__name__, err, len(out))
@@ -179,6 +181,7 @@ class Storage:
         applier = self._appliers.get(type(mutation))
         if applier is None:
             raise TypeError(f"not a storage mutation: {type(mutation).__name__}")
+        self._now = self.clock.now_ms()
         applier(mutation)
 
     def _emit(self, out: list, mutation: Mutation) -> None:
@@ -963,7 +966,7 @@ class Storage:
         rec = m.message
         if q is None or rec.serial < q.next_serial:
             return
-        q.insert(Message(rec))
+        q.insert(Message(rec), self._now)
         if rec.sequence_number is not None and rec.sequence_number >= q.next_sequence:
             q.next_sequence = rec.sequence_number + 1
         d = m.dedup
@@ -976,7 +979,7 @@ class Storage:
         rec = m.message
         if q is None or rec.message_id in q.messages or rec.serial < q.purged_below:
             return
-        q.insert(Message(rec))
+        q.insert(Message(rec), self._now)
         if rec.sequence_number is not None and rec.sequence_number >= q.next_sequence:
             q.next_sequence = rec.sequence_number + 1
 

@@ -12,8 +12,10 @@ an index derived from it and rebuilt on restore:
   and ``ready_groups``, a heap of (head serial, group id) of groups that may be receivable.
 * ``expiry``: a heap of (sent_ms, serial, id), so retention is enforced oldest first.
 
-Apply never reads a clock: a changed message always goes to ``pending`` and ``promote(now)``
-moves whatever is due to the ready side just before a read. The heaps are compacted when stale
+Logical state never depends on a clock during apply. Index placement may: a message that is
+already visible by the applying storage's clock starts on the ready side, anything else waits in
+``pending`` until ``promote(now)`` moves it, just before a read. Receive order does not depend
+on placement (ready entries are ordered by serial), so a replica answers as its master would. The heaps are compacted when stale
 entries outnumber live ones, so a replica that only applies never grows without bound.
 """
 
@@ -108,7 +110,8 @@ class Queue:
 
     # --- messages --------------------------------------------------------------------------
 
-    def insert(self, msg: Message) -> None:
+    def insert(self, msg: Message, now: int) -> None:
+        """Add a message; ``now`` only decides which index it starts in (never logical state)."""
         rec = msg.rec
         self.messages[rec.message_id] = msg
         if rec.serial >= self.next_serial:
@@ -126,6 +129,14 @@ class Queue:
                 ordered = sorted([*ids, rec.message_id],
                                  key=lambda i: self.messages[i].rec.serial if i in self.messages else -1)
                 group.ids = deque(i for i in ordered if i in self.messages)
+        heapq.heappush(self.expiry, (rec.sent_ms, rec.serial, rec.message_id))
+        if msg.visible_ms <= now:
+            # Already visible: straight to the ready side, so that a burst of sends is not
+            # promoted one by one (O(n log n) in a single receive) later.
+            msg.where = READY
+            self.n_ready += 1
+            self._make_ready(msg)
+            return
         msg.where = PENDING
         if msg.receive_count > 0:
             self.n_inflight += 1
@@ -134,7 +145,6 @@ class Queue:
         else:
             self.n_delayed += 1
         heapq.heappush(self.pending, (msg.visible_ms, rec.serial, rec.message_id, msg.version))
-        heapq.heappush(self.expiry, (rec.sent_ms, rec.serial, rec.message_id))
 
     def change(self, msg: Message, version: int, receipt: str | None, visible_ms: int,
                receive_count: int, first_receive_ms: int, last_receive_ms: int) -> None:
@@ -210,18 +220,9 @@ class Queue:
             self._leave(msg)
             msg.where = READY
             self.n_ready += 1
-            if self.fifo:
-                gid = msg.rec.group_id or ""
-                group = self.groups[gid]
-                if group.inflight == 0:
-                    self._offer_group(gid, group)
-            else:
-                heapq.heappush(self.ready, (serial, mid, version))
+            self._make_ready(msg)
 
-    def requeue(self, msg: Message) -> None:
-        """Put back a message that ``take_ready`` yielded but the caller did not use."""
-        if msg.where != READY:
-            return
+    def _make_ready(self, msg: Message) -> None:
         if self.fifo:
             gid = msg.rec.group_id or ""
             group = self.groups[gid]
@@ -229,6 +230,11 @@ class Queue:
                 self._offer_group(gid, group)
         else:
             heapq.heappush(self.ready, (msg.rec.serial, msg.rec.message_id, msg.version))
+
+    def requeue(self, msg: Message) -> None:
+        """Put back a message that ``take_ready`` yielded but the caller did not use."""
+        if msg.where == READY:
+            self._make_ready(msg)
 
     def next_wakeup_ms(self) -> int | None:
         """When the earliest pending message becomes visible (may be a stale entry: callers

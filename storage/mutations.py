@@ -13,13 +13,13 @@ The snapshot is written as a stream of these records too (``StorageRestored``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 from storage.commands import MessageAttributeValue, QueueKey
+from storage.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageRecord:
     message_id: str
     serial: int
@@ -44,7 +44,7 @@ class MessageRecord:
     last_receive_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MoveTaskRecord:
     task_id: str
     version: int
@@ -58,7 +58,7 @@ class MoveTaskRecord:
     failure_reason: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DedupEntry:
     key: str               # deduplication id, prefixed by the group under messageGroup scope
     message_id: str
@@ -66,7 +66,7 @@ class DedupEntry:
     expires_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttemptEntry:
     """A FIFO ReceiveRequestAttemptId and what it handed out, for retried receives."""
 
@@ -77,7 +77,7 @@ class AttemptEntry:
 
 # --- queue lifecycle ----------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueCreated:
     qid: int
     key: QueueKey
@@ -86,7 +86,7 @@ class QueueCreated:
     tags: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueUpdated:
     """Attributes or tags changed: carries the whole new configuration, applied by version."""
 
@@ -97,7 +97,7 @@ class QueueUpdated:
     tags: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueDeleted:
     """Carries the key too: the tombstone must be recorded even by a replica whose snapshot
     never saw the queue (it was created and deleted while the snapshot was being taken)."""
@@ -107,7 +107,7 @@ class QueueDeleted:
     deleted_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TombstoneCleared:
     """The 60 s in which a deleted queue's name cannot be reused are over."""
 
@@ -115,7 +115,7 @@ class TombstoneCleared:
     deleted_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueuePurged:
     qid: int
     below_serial: int   # every message with a smaller serial is gone
@@ -124,7 +124,7 @@ class QueuePurged:
 
 # --- messages --------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageAdded:
     """A send (with its dedup entry on FIFO queues) or a move into this queue.
 
@@ -136,7 +136,7 @@ class MessageAdded:
     dedup: DedupEntry | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageChanged:
     """A receive or a visibility change: the message's new mutable state."""
 
@@ -150,19 +150,19 @@ class MessageChanged:
     last_receive_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageDeleted:
     qid: int
     message_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttemptRecorded:
     qid: int
     attempt: AttemptEntry
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pruned:
     """Forget dedup ids and receive attempts that expired at or before ``before_ms``."""
 
@@ -170,7 +170,7 @@ class Pruned:
     before_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MoveTaskUpdated:
     qid: int               # the source queue, which owns its move tasks
     task: MoveTaskRecord
@@ -178,7 +178,7 @@ class MoveTaskUpdated:
 
 # --- snapshot-only records -------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueRestored:
     """A queue's whole state except its messages (those follow as MessageAdded records)."""
 
@@ -199,7 +199,7 @@ class QueueRestored:
     pruned_before: int = 0     # the latest Pruned watermark: older window entries never come back
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageRestored:
     """A message as a snapshot saw it: restored whatever its serial, unless already present."""
 
@@ -207,7 +207,7 @@ class MessageRestored:
     message: MessageRecord
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StorageRestored:
     """Storage-wide counters and the tombstones of recently deleted queues."""
 

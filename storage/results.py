@@ -2,45 +2,45 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 from storage.commands import MessageAttributeValue, QueueKey
+from storage.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CreateQueueResult:
     queue: QueueKey
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GetQueueUrlResult:
     queue: QueueKey
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListQueuesResult:
     queues: tuple[QueueKey, ...]
     next_token: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GetQueueAttributesResult:
     attributes: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListQueueTagsResult:
     tags: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListDeadLetterSourceQueuesResult:
     queues: tuple[QueueKey, ...]
     next_token: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendMessageResult:
     message_id: str
     md5_of_body: str
@@ -49,7 +49,7 @@ class SendMessageResult:
     sequence_number: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BatchResultError:
     id: str
     code: str
@@ -57,7 +57,7 @@ class BatchResultError:
     sender_fault: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendMessageBatchResultEntry:
     id: str
     message_id: str
@@ -67,13 +67,13 @@ class SendMessageBatchResultEntry:
     sequence_number: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendMessageBatchResult:
     successful: tuple[SendMessageBatchResultEntry, ...]
     failed: tuple[BatchResultError, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReceivedMessage:
     message_id: str
     receipt_handle: str
@@ -84,34 +84,34 @@ class ReceivedMessage:
     message_attributes: Mapping[str, MessageAttributeValue]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReceiveMessageResult:
     messages: tuple[ReceivedMessage, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeleteMessageBatchResult:
     successful: tuple[str, ...]
     failed: tuple[BatchResultError, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChangeMessageVisibilityBatchResult:
     successful: tuple[str, ...]
     failed: tuple[BatchResultError, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartMessageMoveTaskResult:
     task_handle: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelMessageMoveTaskResult:
     approximate_number_of_messages_moved: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageMoveTaskInfo:
     task_handle: str | None    # only for a running task, as SQS
     status: str                # RUNNING | COMPLETED | CANCELLING | CANCELLED | FAILED
@@ -124,11 +124,11 @@ class MessageMoveTaskInfo:
     started_timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListMessageMoveTasksResult:
     results: tuple[MessageMoveTaskInfo, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TickResult:
     effects: int  # mutations produced; lets the runtime tick again at once when it hit the cap
