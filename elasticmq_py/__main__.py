@@ -1,0 +1,5 @@
+import sys
+
+from elasticmq_py.cli import main
+
+sys.exit(main())

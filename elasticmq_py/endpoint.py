@@ -1,0 +1,196 @@
+"""One request in, one response out, independent of the HTTP stack.
+
+``Endpoint.handle`` returns either an ``HttpResponse`` (almost always: the local backend answers
+at once) or an awaitable of one (a long poll, or a backend that waits for replicas). The glue
+only awaits in the second case, which keeps the common path free of task creation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Awaitable
+
+from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMessage
+from storage.errors import INTERNAL_ERROR, SqsError
+from storage.results import ReceiveMessageResult
+
+from elasticmq_py import metrics as metrics_mod
+from elasticmq_py.backend import Backend
+from elasticmq_py.protocol import json_proto, query_proto, requests, responses
+from elasticmq_py.protocol import errors as perr
+from elasticmq_py.protocol.addressing import base_url, region_from_headers
+from elasticmq_py.protocol.model import sqs_model
+from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
+
+log = logging.getLogger(__name__)
+
+JSON, QUERY = "json", "query"
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    account_id: str = "000000000000"
+    region: str = "us-east-1"
+    fallback_host: str = "localhost:9324"   # for queue URLs when a request has no Host header
+
+
+class Endpoint:
+    def __init__(self, backend: Backend, config: EndpointConfig = EndpointConfig()):
+        self.backend = backend
+        self.config = config
+        self.model = sqs_model()
+        self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives)
+
+    # -- entry points ------------------------------------------------------------------------
+
+    def handle(self, req: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if req.method == "GET" and req.path in _ADMIN:
+            return _ADMIN[req.path](self, req)
+        return self._sqs(req)
+
+    def reject(self, headers: dict[str, str], err: SqsError) -> HttpResponse:
+        """A response for a request the glue refused before reading it (too large, bad HTTP),
+        in the protocol the client appears to speak."""
+        proto = JSON if "x-amz-target" in headers else QUERY
+        return self._error(_Call(proto, "unknown", _request_id(), time.perf_counter()), err)
+
+    # -- admin ------------------------------------------------------------------------------
+
+    def _health(self, req: HttpRequest) -> HttpResponse:
+        ok = self.backend.can_serve_writes()
+        body = json.dumps({"status": "ok" if ok else "unavailable"}).encode()
+        return HttpResponse(200 if ok else 503, (("Content-Type", "application/json"),), body)
+
+    def _metrics(self, req: HttpRequest) -> HttpResponse:
+        return HttpResponse(200, (("Content-Type", metrics_mod.CONTENT_TYPE),), self.metrics.render())
+
+    def _cluster(self, req: HttpRequest) -> HttpResponse:
+        body = json.dumps(self.backend.cluster_status(), indent=1).encode()
+        return HttpResponse(200, (("Content-Type", "application/json"),), body)
+
+    # -- SQS --------------------------------------------------------------------------------
+
+    def _sqs(self, req: HttpRequest):
+        call = _Call(JSON if "x-amz-target" in req.headers else QUERY, "unknown", _request_id(),
+                     time.perf_counter())
+        try:
+            command, ctx = self._parse(req, call)
+            pending = self.backend.execute(command)
+            if pending.done():
+                result = pending.result()
+                if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
+                    return self._ok(call, result, ctx)
+            return self._guard(call, self._wait(call, command, pending, ctx))
+        except SqsError as e:
+            return self._error(call, e)
+        except Exception:
+            return self._internal_error(call)
+
+    def _parse(self, req: HttpRequest, call: "_Call") -> tuple[Command, RequestContext]:
+        headers = req.headers
+        if call.proto == JSON:
+            if req.method != "POST":
+                raise perr.METHOD_NOT_ALLOWED("The JSON protocol requires POST.")
+            call.action = json_proto.action_of(headers["x-amz-target"], self.model)
+            params = json_proto.parse(call.action, req.body, self.model)
+            form = None
+        else:
+            if req.method not in ("POST", "GET"):
+                raise perr.METHOD_NOT_ALLOWED(f"Method {req.method} is not allowed.")
+            ctype = headers.get("content-type", "")
+            body = req.body if req.method == "POST" else b""
+            if body and ctype and not ctype.startswith("application/x-www-form-urlencoded"):
+                raise perr.UNSUPPORTED_MEDIA(
+                    "Requests must be application/x-www-form-urlencoded (Query) or carry "
+                    "X-Amz-Target (JSON 1.0).")
+            form = query_proto.parse_form(req.query, body)
+            call.action = query_proto.action_of(form, self.model)
+            params = query_proto.parse(call.action, form, self.model, req.path)
+        region = region_from_headers(headers, form, self.config.region)
+        ctx = RequestContext(Namespace(region, self.config.account_id),
+                             base_url(headers, self.config.fallback_host), call.request_id)
+        return requests.to_command(call.action, params, ctx), ctx
+
+    @staticmethod
+    def _should_wait(command: ReceiveMessage, result: ReceiveMessageResult) -> bool:
+        return not result.messages and command.wait_time_seconds != 0
+
+    async def _wait(self, call: "_Call", command: Command, pending, ctx: RequestContext) -> HttpResponse:
+        """The slow path: a backend that answers later, or a receive that long-polls."""
+        result = await pending
+        if not isinstance(command, ReceiveMessage) or not self._should_wait(command, result):
+            return self._ok(call, result, ctx)
+        wait_s = command.wait_time_seconds
+        if wait_s is None:  # the queue's ReceiveMessageWaitTimeSeconds is the default
+            attrs = await self.backend.execute(
+                GetQueueAttributes(command.queue, ("ReceiveMessageWaitTimeSeconds",)))
+            wait_s = int(attrs.attributes.get("ReceiveMessageWaitTimeSeconds", "0"))
+        deadline = self.backend.now_ms() + wait_s * 1000
+        while not result.messages and self.backend.now_ms() < deadline:
+            await self.backend.wait_for_messages(command.queue, deadline)
+            result = await self.backend.execute(command)
+        return self._ok(call, result, ctx)
+
+    async def _guard(self, call: "_Call", work: Awaitable[HttpResponse]) -> HttpResponse:
+        try:
+            return await work
+        except SqsError as e:
+            return self._error(call, e)
+        except Exception:
+            return self._internal_error(call)
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def _ok(self, call: "_Call", result, ctx: RequestContext) -> HttpResponse:
+        output = responses.to_output(result, ctx)
+        if call.proto == JSON:
+            status, headers, body = json_proto.render(output, call.request_id)
+        else:
+            status, headers, body = query_proto.render(call.action, output, call.request_id, self.model)
+        self.metrics.observe(call.action, "ok", time.perf_counter() - call.started)
+        return HttpResponse(status, headers, body)
+
+    def _error(self, call: "_Call", err: SqsError) -> HttpResponse:
+        if call.proto == JSON:
+            status, headers, body = json_proto.render_error(err, call.request_id)
+        else:
+            status, headers, body = query_proto.render_error(err, call.request_id, self.model.namespace)
+        outcome = "client_error" if err.sender_fault else "server_error"
+        self.metrics.observe(call.action, outcome, time.perf_counter() - call.started, err.kind.query_code)
+        return HttpResponse(status, headers, body)
+
+    def _internal_error(self, call: "_Call") -> HttpResponse:
+        # a bug, in storage or here: logged with its traceback, never shown to the client
+        log.exception("internal error handling %s", call.action)
+        return self._error(call, INTERNAL_ERROR("We encountered an internal error. Please try again."))
+
+
+@dataclass(slots=True)
+class _Call:
+    """One SQS request on its way through: what the response must be rendered as."""
+
+    proto: str
+    action: str          # "unknown" until parsed, so that metrics never take a client's string
+    request_id: str
+    started: float
+
+
+_ID_PREFIX = str(uuid.uuid4())[:24]
+_ID_COUNTER = itertools.count()
+
+
+def _request_id() -> str:
+    # UUID-shaped and unique per process start; a counter costs a tenth of uuid4()
+    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFF:012x}"
+
+
+_ADMIN = {
+    "/health": Endpoint._health,
+    "/metrics": Endpoint._metrics,
+    "/cluster": Endpoint._cluster,
+}

@@ -1,0 +1,295 @@
+"""HTTP/1.1 on a raw asyncio protocol with httptools (llhttp), bound to ``Endpoint``.
+
+Why not aiohttp: measured on this machine (see HTTP_STACK.md) a trivial aiohttp handler serves
+~5,500 req/s at 16 connections, a trivial uvicorn ASGI app ~7,800, and a raw httptools protocol
+~56,000. Most of the framework cost is a task and a request object per request; SQS requests
+are small and almost always answered synchronously, so this layer answers inline and creates a
+task only for a request that must wait (long polls, replicated writes).
+
+What this layer owns: keep-alive and pipelining (responses in request order), body and header
+size limits answered with SQS-shaped errors, ``Expect: 100-continue``, write back-pressure, and
+cancelling a waiting request when its client disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from http import HTTPStatus
+
+import httptools
+
+from storage.errors import SqsError, invalid_parameter
+
+from elasticmq_py.endpoint import Endpoint
+from elasticmq_py.protocol import errors as perr
+from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
+
+log = logging.getLogger(__name__)
+
+MAX_HEADER_BYTES = 64 * 1024
+MAX_PIPELINED = 32
+# Idle keep-alive connections are closed after this long (nginx's default), so that abandoned
+# clients cannot pile up file descriptors. Clients' pools reconnect transparently.
+IDLE_TIMEOUT_S = 75.0
+_SWEEP_INTERVAL_S = 15.0
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+def _status_line(status: int) -> bytes:
+    return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode("ascii")
+
+
+_STATUS_LINES = {s: _status_line(s) for s in _REASONS}
+
+
+def encode_response(resp: HttpResponse, keep_alive: bool) -> bytes:
+    parts = [_STATUS_LINES.get(resp.status) or _status_line(resp.status)]
+    for k, v in resp.headers:
+        parts.append(f"{k}: {v}\r\n".encode("latin-1", "replace"))
+    parts.append(b"Content-Length: %d\r\n" % len(resp.body))
+    if not keep_alive:
+        parts.append(b"Connection: close\r\n")
+    parts.append(b"\r\n")
+    parts.append(resp.body)
+    return b"".join(parts)
+
+
+class HttpProtocol(asyncio.Protocol):
+    __slots__ = ("endpoint", "max_body", "transport", "parser", "_url", "_headers", "_header_bytes",
+                 "_body", "_body_len", "_queue", "_task", "_closing", "_paused_writing",
+                 "_rejected", "_registry", "last_active")
+
+    def __init__(self, endpoint: Endpoint, max_body: int, registry: set | None = None):
+        self.endpoint = endpoint
+        self.max_body = max_body
+        self._registry = registry
+        self.last_active = time.monotonic()
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self._queue: deque[tuple[HttpRequest, bool]] = deque()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self._paused_writing = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._header_bytes = 0
+        self._body: list[bytes] = []
+        self._body_len = 0
+        self._rejected = False
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        if self._registry is not None:
+            self._registry.add(self)
+
+    def connection_lost(self, exc) -> None:
+        if self._registry is not None:
+            self._registry.discard(self)
+        self._closing = True
+        self._queue.clear()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()  # a parked long poll lets go of its waiter
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self.last_active = time.monotonic()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(perr.BAD_REQUEST("Protocol upgrades are not supported."))
+        except httptools.HttpParserError as e:
+            if not self._rejected:
+                self._fail(perr.BAD_REQUEST(f"Malformed HTTP request: {e}"))
+        except _Rejected:
+            pass
+
+    def pause_writing(self) -> None:
+        self._paused_writing = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        self.transport.resume_reading()
+
+    # -- httptools callbacks -----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._reset()
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._count(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value))
+        key = name.decode("latin-1").lower()
+        val = value.decode("latin-1")
+        old = self._headers.get(key)
+        self._headers[key] = val if old is None else f"{old},{val}"
+
+    def on_headers_complete(self) -> None:
+        length = self._headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            self._reject_too_large()
+        if self._headers.get("expect", "").lower() == "100-continue":
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        self._body_len += len(body)
+        if self._body_len > self.max_body:
+            self._reject_too_large()  # chunked bodies have no Content-Length to check up front
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        url = self._url
+        if url[:1] != b"/":
+            # absolute form (through a proxy) or garbage: keep the path and query only
+            try:
+                parsed = httptools.parse_url(url)
+                path, query = parsed.path or b"/", parsed.query or b""
+            except httptools.HttpParserInvalidURLError:
+                path, query = b"/", b""
+        else:
+            path, _, query = url.partition(b"?")
+        req = HttpRequest(
+            method=self.parser.get_method().decode("ascii", "replace"),
+            path=path.decode("latin-1"),
+            query=query,
+            headers=self._headers,
+            body=b"".join(self._body) if len(self._body) != 1 else self._body[0],
+        )
+        keep_alive = self.parser.should_keep_alive()
+        if self._task is not None or self._queue:
+            self._queue.append((req, keep_alive))
+            if len(self._queue) >= MAX_PIPELINED:
+                self.transport.pause_reading()
+            return
+        self._dispatch(req, keep_alive)
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def _dispatch(self, req: HttpRequest, keep_alive: bool) -> None:
+        try:
+            out = self.endpoint.handle(req)
+        except Exception:  # the endpoint catches everything; this is the last line of defence
+            log.exception("unhandled error")
+            out = self.endpoint.reject(req.headers, perr.BAD_REQUEST("Internal error."))
+        if isinstance(out, HttpResponse):
+            self._write(out, keep_alive)
+        else:
+            self._task = asyncio.ensure_future(out)
+            self._task.add_done_callback(lambda t, ka=keep_alive: self._done(t, ka))
+
+    def _done(self, task: asyncio.Task, keep_alive: bool) -> None:
+        self._task = None
+        if task.cancelled() or self._closing:
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("unhandled error in a waiting request", exc_info=exc)
+            self._write(self.endpoint.reject({}, perr.BAD_REQUEST("Internal error.")), False)
+            return
+        self._write(task.result(), keep_alive)
+        while self._queue and self._task is None and not self._closing:
+            req, ka = self._queue.popleft()
+            self._dispatch(req, ka)
+        if not self._queue and not self._closing and not self._paused_writing:
+            self.transport.resume_reading()
+
+    def is_idle(self, now: float) -> bool:
+        return (self._task is None and not self._queue and not self._body
+                and now - self.last_active > IDLE_TIMEOUT_S)
+
+    def _write(self, resp: HttpResponse, keep_alive: bool) -> None:
+        self.last_active = time.monotonic()
+        if self._closing:
+            return
+        self.transport.write(encode_response(resp, keep_alive))
+        if not keep_alive:
+            self._closing = True
+            self.transport.close()
+
+    # -- refusals ----------------------------------------------------------------------------
+
+    def _count(self, n: int) -> None:
+        self._header_bytes += n
+        if self._header_bytes > MAX_HEADER_BYTES:
+            self._fail(perr.HEADERS_TOO_LARGE(
+                f"The request line and headers exceed {MAX_HEADER_BYTES} bytes."))
+            raise _Rejected()
+
+    def _reject_too_large(self) -> None:
+        target = self._headers.get("x-amz-target", "")
+        limit = self.max_body
+        if target.endswith(".SendMessageBatch"):
+            from storage.errors import BATCH_REQUEST_TOO_LONG
+            err = BATCH_REQUEST_TOO_LONG(f"Batch requests cannot be longer than {limit} bytes.")
+        elif target.endswith(".SendMessage"):
+            err = invalid_parameter("MessageBody", "(too long)", f"the request exceeds {limit} bytes")
+        else:
+            err = perr.REQUEST_TOO_LARGE(f"The request body exceeds {limit} bytes.")
+        self._fail(err)
+        raise _Rejected()
+
+    def _fail(self, err: SqsError) -> None:
+        """Answer and close: after a refusal the rest of the stream cannot be trusted."""
+        if self._rejected or self._closing:
+            return
+        self._rejected = True
+        resp = self.endpoint.reject(self._headers, err)
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self._write(resp, keep_alive=False)
+
+
+class _Rejected(Exception):
+    """Raised from a parser callback to stop parsing a refused request."""
+
+
+class HttpServer:
+    """The listening socket and the connections it accepted, so that stopping closes both
+    (and thereby cancels parked long polls) instead of leaving keep-alive connections behind."""
+
+    def __init__(self, server: asyncio.AbstractServer, connections: set[HttpProtocol]):
+        self._server = server
+        self.connections = connections
+        self._sweeper = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL_S, self._sweep)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for conn in [c for c in self.connections if c.is_idle(now)]:
+            conn.transport.close()
+        self._sweeper = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL_S, self._sweep)
+
+    @property
+    def port(self) -> int:
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        self._sweeper.cancel()
+        self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        await asyncio.sleep(0)  # let connection_lost run and cancel what was waiting
+        await self._server.wait_closed()
+
+
+async def serve(endpoint: Endpoint, host: str, port: int, max_body: int,
+                backlog: int = 1024) -> HttpServer:
+    loop = asyncio.get_running_loop()
+    connections: set[HttpProtocol] = set()
+    server = await loop.create_server(lambda: HttpProtocol(endpoint, max_body, connections),
+                                      host, port, backlog=backlog, reuse_address=True)
+    return HttpServer(server, connections)

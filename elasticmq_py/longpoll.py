@@ -1,0 +1,56 @@
+"""Waiting receives: one future per waiting request, parked under its queue key.
+
+A parked receive costs a future and at most one timer, no CPU. Producers wake as many waiters as
+they made messages available (FIFO order, so the longest waiter goes first); a woken waiter
+whose client has gone away passes its wake-up on, so no message is left unnoticed while others
+sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+from storage.commands import QueueKey
+
+
+class Waiters:
+    def __init__(self) -> None:
+        self._by_key: dict[QueueKey, OrderedDict[asyncio.Future, None]] = {}
+
+    def park(self, key: QueueKey) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._by_key.setdefault(key, OrderedDict())[fut] = None
+        return fut
+
+    def unpark(self, key: QueueKey, fut: asyncio.Future, abandoned: bool = False) -> None:
+        """Forget a waiter. ``abandoned``: its request was cancelled, so a wake-up it received
+        will never turn into a receive and goes to the next waiter instead."""
+        waiting = self._by_key.get(key)
+        if waiting is not None:
+            waiting.pop(fut, None)
+            if not waiting:
+                del self._by_key[key]
+        if abandoned and fut.done() and not fut.cancelled() and fut.result():
+            self.wake(key, 1)
+
+    def wake(self, key: QueueKey, n: int = 1) -> int:
+        waiting = self._by_key.get(key)
+        woken = 0
+        while waiting and woken < n:
+            fut, _ = waiting.popitem(last=False)
+            if not fut.done():
+                fut.set_result(True)
+                woken += 1
+        if waiting is not None and not waiting:
+            del self._by_key[key]
+        return woken
+
+    def wake_all(self, key: QueueKey) -> None:
+        self.wake(key, 1 << 30)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_key)
+
+    def count(self) -> int:
+        return sum(len(w) for w in self._by_key.values())

@@ -1,0 +1,79 @@
+"""Where a request lands: its region (from the SigV4 scope), and queue URLs <-> queue keys."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from urllib.parse import unquote, urlsplit
+
+from storage.commands import Namespace, QueueKey
+
+from elasticmq_py.protocol.errors import invalid_address
+
+# The signature is not checked (any client credentials work, as in ElasticMQ); only the scope's
+# region is used, because SDKs put the region the user configured there.
+_SCOPE = re.compile(r"Credential=[^/,\s]*/\d{8}/([A-Za-z0-9-]{1,64})/")
+_ACCOUNT = re.compile(r"^[0-9A-Za-z-]{1,64}$")
+_NAME = re.compile(r"^[^/\s]{1,1024}$")
+
+
+def region_from_headers(headers: dict[str, str], query_params: dict[str, str] | None,
+                        default: str) -> str:
+    auth = headers.get("authorization")
+    if auth:
+        m = _SCOPE.search(auth)
+        if m:
+            return m.group(1)
+    if query_params:
+        # presigned requests carry the scope in X-Amz-Credential instead
+        cred = query_params.get("X-Amz-Credential")
+        if cred:
+            parts = cred.split("/")
+            if len(parts) >= 3 and re.fullmatch(r"[A-Za-z0-9-]{1,64}", parts[2]):
+                return parts[2]
+    return default
+
+
+def queue_url(base_url: str, key: QueueKey) -> str:
+    return f"{base_url}/{key.account}/{key.name}"
+
+
+def base_url(headers: dict[str, str], fallback_host: str, scheme: str = "http") -> str:
+    host = headers.get("host") or fallback_host
+    return f"{scheme}://{host}"
+
+
+def key_from_path(path: str, ns: Namespace) -> QueueKey | None:
+    """A queue named by the request path, as older SDKs address queue actions."""
+    parts = [unquote(p) for p in path.split("/") if p]
+    if len(parts) != 2:
+        return None
+    first, name = parts
+    if not _NAME.match(name):
+        return None
+    if first == "queue":
+        return ns.key(name)
+    if _ACCOUNT.match(first):
+        return QueueKey(ns.region, first, name)
+    return None
+
+
+@lru_cache(maxsize=4096)  # clients repeat the same few URLs; parsing one costs more than the send
+def key_from_queue_url(url: str, ns: Namespace) -> QueueKey:
+    """Accepts http(s)://host/<account>/<name>, ElasticMQ's .../queue/<name>, a path of either
+    form, and a bare queue name. The host is not checked: clients reach us under many names
+    (localhost, a container name, a load balancer)."""
+    if "/" not in url:
+        if not _NAME.match(url):
+            raise invalid_address(url)
+        return ns.key(url)
+    path = url
+    if "://" in url:
+        try:
+            path = urlsplit(url).path
+        except ValueError:
+            raise invalid_address(url) from None
+    key = key_from_path(path, ns)
+    if key is None:
+        raise invalid_address(url)
+    return key

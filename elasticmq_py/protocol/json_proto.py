@@ -1,0 +1,61 @@
+"""AWS JSON 1.0, as current SDKs speak it to SQS (``awsQueryCompatible``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from storage.errors import INVALID_ACTION, SqsError
+
+from elasticmq_py.protocol import errors as perr
+from elasticmq_py.protocol.model import ServiceModel
+from elasticmq_py.protocol.params import from_json
+
+CONTENT_TYPE = "application/x-amz-json-1.0"
+_ERROR_PREFIX = "com.amazonaws.sqs#"
+
+
+def action_of(target: str, model: ServiceModel) -> str:
+    prefix, _, action = target.partition(".")
+    if prefix != model.target_prefix or action not in model.operations:
+        raise INVALID_ACTION(f"The action {action or target} is not valid for this endpoint.")
+    return action
+
+
+def parse(action: str, body: bytes, model: ServiceModel) -> dict:
+    """The parameter tree of a JSON request body for ``action`` (already checked by action_of)."""
+    if not body.strip():
+        obj: object = {}
+    else:
+        try:
+            obj = json.loads(body)  # bytes: decoded as strict UTF-8
+        except (ValueError, RecursionError):
+            raise perr.serialization("The request body is not valid JSON.") from None
+    if not isinstance(obj, dict):
+        raise perr.serialization("The request body must be a JSON object.")
+    return from_json(model.operations[action].input, obj)
+
+
+def _default(o):
+    if isinstance(o, bytes):
+        return base64.b64encode(o).decode("ascii")
+    raise TypeError(type(o).__name__)
+
+
+def render(output: dict | None, request_id: str) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
+    body = b"{}" if output is None else json.dumps(
+        output, ensure_ascii=False, separators=(",", ":"), default=_default).encode("utf-8")
+    return 200, (("Content-Type", CONTENT_TYPE), ("x-amzn-RequestId", request_id)), body
+
+
+def render_error(err: SqsError, request_id: str) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
+    kind = err.kind
+    body = json.dumps({"__type": _ERROR_PREFIX + kind.shape, "message": err.message},
+                      ensure_ascii=False).encode("utf-8")
+    fault = "Sender" if kind.sender_fault else "Receiver"
+    headers = (
+        ("Content-Type", CONTENT_TYPE),
+        ("x-amzn-RequestId", request_id),
+        ("X-Amzn-Query-Error", f"{kind.query_code};{fault}"),
+    )
+    return kind.status, headers, body

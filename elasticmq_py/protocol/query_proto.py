@@ -1,0 +1,137 @@
+"""The AWS Query protocol: form-encoded requests, XML responses (what older SDKs speak)."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import parse_qsl
+
+from storage.errors import INVALID_ACTION, SqsError, missing_parameter
+
+from elasticmq_py.protocol import errors as perr
+from elasticmq_py.protocol.model import ServiceModel, Shape
+from elasticmq_py.protocol.params import from_query
+
+CONTENT_TYPE = "text/xml"
+MAX_FORM_FIELDS = 10_000
+
+
+def parse_form(*parts: bytes) -> dict[str, str]:
+    """Merge the URL query and the body (later parts win). Invalid UTF-8 becomes lone
+    surrogates, which ``params`` turns into the SQS error for the field they are in."""
+    out: dict[str, str] = {}
+    for raw in parts:
+        if not raw:
+            continue
+        text = raw.decode("utf-8", "surrogateescape")
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8",
+                              errors="surrogateescape", max_num_fields=MAX_FORM_FIELDS)
+        except ValueError:
+            raise perr.MALFORMED_QUERY_STRING("The request has too many parameters.") from None
+        for k, v in pairs:
+            out[k] = v
+    return out
+
+
+def action_of(form: dict[str, str], model: ServiceModel) -> str:
+    action = form.get("Action")
+    if action is None:
+        raise missing_parameter("Action")
+    if action not in model.operations:
+        raise INVALID_ACTION(f"The action {action[:128]} is not valid for this endpoint.")
+    return action
+
+
+def parse(action: str, form: dict[str, str], model: ServiceModel, path: str = "/") -> dict:
+    shape = model.operations[action].input
+    if "QueueUrl" in shape.members and "QueueUrl" not in form and path.strip("/").count("/") == 1:
+        # older SDKs address queue actions by posting to the queue URL itself
+        form = {**form, "QueueUrl": path}
+    return from_query(shape, form)
+
+
+# --- XML output --------------------------------------------------------------------------------
+
+def _esc(s: str) -> str:
+    # \r must survive an XML parser's newline normalisation, so it is a character reference;
+    # so are the other whitespace controls SQS allows in bodies.
+    if s.isalnum():
+        return s
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("\r", "&#xD;"))
+
+
+def _scalar(shape: Shape, v) -> str:
+    if shape.type == "blob":
+        return base64.b64encode(v).decode("ascii")
+    if shape.type == "boolean":
+        return "true" if v else "false"
+    if shape.type in ("integer", "long"):
+        return str(int(v))
+    return _esc(v)
+
+
+def _encode(shape: Shape, name: str, v, out: list[str]) -> None:
+    t = shape.type
+    if t == "structure":
+        out.append(f"<{name}>")
+        _members(shape, v, out)
+        out.append(f"</{name}>")
+    elif t == "list":
+        m = shape.member
+        if shape.flattened:
+            ename = m.location_name or name
+            for item in v:
+                _encode(m, ename, item, out)
+        else:
+            out.append(f"<{name}>")
+            ename = m.location_name or "member"
+            for item in v:
+                _encode(m, ename, item, out)
+            out.append(f"</{name}>")
+    elif t == "map":
+        kname = shape.key.location_name or "key"
+        vname = shape.value.location_name or "value"
+        ename = name if shape.flattened else "entry"
+        if not shape.flattened:
+            out.append(f"<{name}>")
+        for k, item in v.items():
+            out.append(f"<{ename}><{kname}>{_esc(k)}</{kname}>")
+            _encode(shape.value, vname, item, out)
+            out.append(f"</{ename}>")
+        if not shape.flattened:
+            out.append(f"</{name}>")
+    else:
+        out.append(f"<{name}>{_scalar(shape, v)}</{name}>")
+
+
+def _members(shape: Shape, v: dict, out: list[str]) -> None:
+    for mname, m in shape.members.items():
+        if mname in v:
+            _encode(m, m.location_name or mname, v[mname], out)
+
+
+def render(action: str, output: dict | None, request_id: str,
+           model: ServiceModel) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
+    op = model.operations[action]
+    out = [f'<?xml version="1.0"?><{action}Response xmlns="{model.namespace}">']
+    if op.output is not None and op.result_wrapper:
+        out.append(f"<{op.result_wrapper}>")
+        if output:
+            _members(op.output, output, out)
+        out.append(f"</{op.result_wrapper}>")
+    out.append(f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
+               f"</{action}Response>")
+    return 200, (("Content-Type", CONTENT_TYPE), ("x-amzn-RequestId", request_id)), \
+        "".join(out).encode("utf-8")
+
+
+def render_error(err: SqsError, request_id: str,
+                 namespace: str) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
+    kind = err.kind
+    fault = "Sender" if kind.sender_fault else "Receiver"
+    body = (f'<?xml version="1.0"?><ErrorResponse xmlns="{namespace}"><Error><Type>{fault}</Type>'
+            f"<Code>{_esc(kind.query_code)}</Code><Message>{_esc(err.message)}</Message><Detail/>"
+            f"</Error><RequestId>{request_id}</RequestId></ErrorResponse>")
+    return kind.status, (("Content-Type", CONTENT_TYPE), ("x-amzn-RequestId", request_id)), \
+        body.encode("utf-8")

@@ -1,0 +1,115 @@
+"""Storage results to output trees keyed by the model's member names: one function per result.
+
+Both renderers consume these trees: JSON dumps them, Query encodes them as XML by the model.
+Blobs stay ``bytes`` here; each renderer base64-encodes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage import results as r
+from storage.commands import MessageAttributeValue
+
+from elasticmq_py.protocol.addressing import queue_url
+from elasticmq_py.protocol.wire import RequestContext
+
+Out = dict[str, Any]
+
+
+def _mav(v: MessageAttributeValue) -> Out:
+    out: Out = {"DataType": v.data_type}
+    if v.string_value is not None:
+        out["StringValue"] = v.string_value
+    if v.binary_value is not None:
+        out["BinaryValue"] = v.binary_value
+    if v.string_list_values:
+        out["StringListValues"] = list(v.string_list_values)
+    if v.binary_list_values:
+        out["BinaryListValues"] = list(v.binary_list_values)
+    return out
+
+
+def _errors(failed) -> list[Out]:
+    out = []
+    for e in failed:
+        d: Out = {"Id": e.id, "SenderFault": e.sender_fault, "Code": e.code}
+        if e.message:
+            d["Message"] = e.message
+        out.append(d)
+    return out
+
+
+def _put(d: Out, key: str, value) -> None:
+    if value is not None:
+        d[key] = value
+
+
+def _send_entry(e) -> Out:
+    d: Out = {"MessageId": e.message_id, "MD5OfMessageBody": e.md5_of_body}
+    _put(d, "MD5OfMessageAttributes", e.md5_of_message_attributes)
+    _put(d, "MD5OfMessageSystemAttributes", e.md5_of_message_system_attributes)
+    _put(d, "SequenceNumber", e.sequence_number)
+    return d
+
+
+def _message(m: r.ReceivedMessage) -> Out:
+    d: Out = {"MessageId": m.message_id, "ReceiptHandle": m.receipt_handle,
+              "MD5OfBody": m.md5_of_body, "Body": m.body}
+    if m.attributes:
+        d["Attributes"] = dict(m.attributes)
+    if m.message_attributes:
+        d["MD5OfMessageAttributes"] = m.md5_of_message_attributes
+        d["MessageAttributes"] = {k: _mav(v) for k, v in m.message_attributes.items()}
+    return d
+
+
+def _move_task(t: r.MessageMoveTaskInfo) -> Out:
+    d: Out = {"Status": t.status, "SourceArn": t.source_arn,
+              "ApproximateNumberOfMessagesMoved": t.approximate_number_of_messages_moved,
+              "StartedTimestamp": t.started_timestamp}
+    _put(d, "TaskHandle", t.task_handle)
+    _put(d, "DestinationArn", t.destination_arn)
+    _put(d, "MaxNumberOfMessagesPerSecond", t.max_messages_per_second)
+    _put(d, "ApproximateNumberOfMessagesToMove", t.approximate_number_of_messages_to_move)
+    _put(d, "FailureReason", t.failure_reason)
+    return d
+
+
+def to_output(result: object, ctx: RequestContext) -> Out | None:
+    """The output tree for a result; ``None`` for actions whose response has no body."""
+    match result:
+        case None:
+            return None
+        case r.CreateQueueResult(queue=q) | r.GetQueueUrlResult(queue=q):
+            return {"QueueUrl": queue_url(ctx.base_url, q)}
+        case r.ListQueuesResult(queues=qs, next_token=tok):
+            d: Out = {}
+            if qs:
+                d["QueueUrls"] = [queue_url(ctx.base_url, q) for q in qs]
+            _put(d, "NextToken", tok)
+            return d
+        case r.ListDeadLetterSourceQueuesResult(queues=qs, next_token=tok):
+            d = {"queueUrls": [queue_url(ctx.base_url, q) for q in qs]}
+            _put(d, "NextToken", tok)
+            return d
+        case r.GetQueueAttributesResult(attributes=a):
+            return {"Attributes": dict(a)} if a else {}
+        case r.ListQueueTagsResult(tags=t):
+            return {"Tags": dict(t)} if t else {}
+        case r.SendMessageResult():
+            return _send_entry(result)
+        case r.SendMessageBatchResult(successful=ok, failed=bad):
+            return {"Successful": [{"Id": e.id, **_send_entry(e)} for e in ok], "Failed": _errors(bad)}
+        case r.ReceiveMessageResult(messages=ms):
+            return {"Messages": [_message(m) for m in ms]} if ms else {}
+        case r.DeleteMessageBatchResult(successful=ok, failed=bad) | \
+                r.ChangeMessageVisibilityBatchResult(successful=ok, failed=bad):
+            return {"Successful": [{"Id": i} for i in ok], "Failed": _errors(bad)}
+        case r.StartMessageMoveTaskResult(task_handle=h):
+            return {"TaskHandle": h}
+        case r.CancelMessageMoveTaskResult(approximate_number_of_messages_moved=n):
+            return {"ApproximateNumberOfMessagesMoved": n}
+        case r.ListMessageMoveTasksResult(results=ts):
+            return {"Results": [_move_task(t) for t in ts]}
+    raise TypeError(f"no output mapping for {type(result).__name__}")

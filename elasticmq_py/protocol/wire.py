@@ -1,0 +1,33 @@
+"""The values that cross between the HTTP glue and the protocol layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.commands import Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    method: str                       # upper case
+    path: str                         # without the query string, still percent-encoded
+    query: bytes                      # raw query string, b"" if none
+    headers: dict[str, str]           # names lower-cased; repeated headers joined with ","
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a request's action is interpreted against: its namespace and the URL base that
+    queue URLs are built from (so clients get back URLs they can reach)."""
+
+    ns: Namespace
+    base_url: str                     # e.g. http://localhost:9324
+    request_id: str

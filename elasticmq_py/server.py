@@ -1,0 +1,192 @@
+"""The server as a Python object: start it in-process (from sync or async code) or run it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from storage.commands import Command, CreateQueue, Namespace
+from storage.errors import SqsError
+
+from cluster.clock import SystemClock
+
+from elasticmq_py.backend import Backend, LocalBackend
+from elasticmq_py.config import Config, ConfigError
+from elasticmq_py.endpoint import Endpoint, EndpointConfig
+from elasticmq_py.httpserver import HttpServer, serve
+
+log = logging.getLogger(__name__)
+
+
+class Server:
+    """``with Server(port=0) as s: boto3.client("sqs", endpoint_url=s.endpoint_url, ...)``.
+
+    From synchronous code ``start()`` runs the server on its own event loop in a daemon thread;
+    inside a running loop use ``await start_async()`` / ``await stop_async()`` instead.
+
+    ``execute(command)`` is the in-process API: the same typed commands and results as the HTTP
+    endpoint, without HTTP. With ``listen=False`` nothing is bound at all.
+    """
+
+    def __init__(self, host: str | None = None, port: int | None = None,
+                 config: Config | None = None, backend: Backend | None = None,
+                 listen: bool = True):
+        config = config or Config()
+        self.config = config.with_overrides(host=host, port=port)
+        self.listen = listen
+        self._backend = backend
+        self.backend: Backend | None = None
+        self.endpoint: Endpoint | None = None
+        self._server: HttpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._port: int | None = None
+
+    # -- async ------------------------------------------------------------------------------
+
+    async def start_async(self) -> "Server":
+        cfg = self.config
+        self.backend = self._backend or LocalBackend(SystemClock(), cfg.limits_profile,
+                                                     node_name=cfg.node_name)
+        await self.backend.start()
+        try:
+            await self._create_configured_queues()
+        except BaseException:
+            await self.backend.stop()
+            raise
+        self.endpoint = Endpoint(self.backend, EndpointConfig(
+            account_id=cfg.account_id, region=cfg.region,
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"))
+        if self.listen:
+            self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes())
+            self._port = self._server.port
+            log.info("elasticmq-py listening on %s", self.endpoint_url)
+        return self
+
+    async def _create_configured_queues(self) -> None:
+        cfg = self.config
+        configured = {(q.region or cfg.region, q.account_id or cfg.account_id, q.name) for q in cfg.queues}
+        for spec in cfg.queues:
+            ns = Namespace(spec.region or cfg.region, spec.account_id or cfg.account_id)
+            attrs = dict(spec.attributes)
+            if spec.name.endswith(".fifo"):
+                attrs.setdefault("FifoQueue", "true")
+            dlq = spec.dead_letter_queue
+            if dlq is not None:
+                if (ns.region, ns.account, dlq.name) not in configured:
+                    # a dead-letter queue named only as a target is created with defaults
+                    await self._create(ns, dlq.name, {"FifoQueue": "true"} if dlq.name.endswith(".fifo") else {}, {})
+                    configured.add((ns.region, ns.account, dlq.name))
+                attrs["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": ns.key(dlq.name).arn,
+                                                     "maxReceiveCount": dlq.max_receive_count})
+            await self._create(ns, spec.name, attrs, dict(spec.tags))
+
+    async def _create(self, ns: Namespace, name: str, attrs: dict, tags: dict) -> None:
+        try:
+            await self.backend.execute(CreateQueue(ns, name, attrs, tags))
+        except SqsError as e:
+            raise ConfigError(f"queue {name} ({ns.region}/{ns.account}): {e.code}: {e.message}") from None
+
+    # -- the in-process API -----------------------------------------------------------------
+
+    async def execute_async(self, command: Command) -> Any:
+        """Run a command on the server's loop; raises ``SqsError`` as the endpoint would."""
+        return await self.backend.execute(command)
+
+    def execute(self, command: Command) -> Any:
+        """The same, from any thread other than the server's own."""
+        if self._loop is None:
+            raise RuntimeError("execute() needs a server started with start(); use execute_async()")
+        return asyncio.run_coroutine_threadsafe(self.execute_async(command), self._loop).result()
+
+    async def stop_async(self) -> None:
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
+        if self.backend is not None:
+            await self.backend.stop()
+
+    async def serve_forever(self) -> None:
+        await self.start_async()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop_async()
+
+    async def __aenter__(self) -> "Server":
+        return await self.start_async()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop_async()
+
+    # -- sync -------------------------------------------------------------------------------
+
+    def start(self) -> "Server":
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        started: Future = Future()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start_async())
+            except BaseException as e:
+                started.set_exception(e)
+                loop.close()
+                return
+            started.set_result(None)
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self.stop_async())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="elasticmq-py", daemon=True)
+        self._thread.start()
+        try:
+            started.result()
+        except BaseException:
+            self._thread.join()
+            self._thread = None
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(timeout=10)
+        self._thread = None
+        self._loop = None
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- where ------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("server not started")
+        return self._port
+
+    @property
+    def endpoint_url(self) -> str:
+        host = self.config.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

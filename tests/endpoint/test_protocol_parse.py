@@ -1,0 +1,223 @@
+"""Both protocols parse every action into the same typed command.
+
+botocore's own serializers produce the requests: its JSON serializer is what boto3 sends today,
+and its Query serializer over the vendored model is what older SDKs send.
+"""
+
+from urllib.parse import urlencode
+
+import botocore.serialize
+import pytest
+
+from storage import commands as c
+from storage.commands import MessageAttributeValue, Namespace, QueueKey
+from storage.errors import SqsError
+
+from elasticmq_py.protocol import json_proto, query_proto, requests
+from elasticmq_py.protocol.model import sqs_model
+from elasticmq_py.protocol.wire import RequestContext
+
+from tests.endpoint.samples import ARN, SAMPLES
+
+MODEL = sqs_model()
+CTX = RequestContext(Namespace("eu-west-1", "000000000000"), "http://localhost:9324", "rid")
+Q1 = QueueKey("eu-west-1", "000000000000", "q1")
+
+
+def via_json(action, params, json_model):
+    req = botocore.serialize.create_serializer("json").serialize_to_request(
+        params, json_model.operation_model(action))
+    assert req["headers"]["X-Amz-Target"] == f"AmazonSQS.{action}"
+    assert json_proto.action_of(req["headers"]["X-Amz-Target"], MODEL) == action
+    tree = json_proto.parse(action, req["body"], MODEL)
+    return requests.to_command(action, tree, CTX)
+
+
+def via_query(action, params, query_model):
+    req = botocore.serialize.create_serializer("query").serialize_to_request(
+        params, query_model.operation_model(action))
+    form = query_proto.parse_form(urlencode(req["body"]).encode())
+    assert query_proto.action_of(form, MODEL) == action
+    return requests.to_command(action, query_proto.parse(action, form, MODEL), CTX)
+
+
+def test_every_action_has_a_sample_and_a_builder():
+    assert set(SAMPLES) == set(MODEL.operations) == set(requests.BUILDERS)
+    assert len(SAMPLES) == 23
+
+
+@pytest.mark.parametrize("action", sorted(SAMPLES))
+def test_json_and_query_agree(action, json_model, query_model):
+    a = via_json(action, SAMPLES[action], json_model)
+    b = via_query(action, SAMPLES[action], query_model)
+    assert a == b
+    assert type(a).__name__ == action
+
+
+def test_send_message_fields(json_model):
+    cmd = via_json("SendMessage", SAMPLES["SendMessage"], json_model)
+    assert cmd == c.SendMessage(
+        queue=QueueKey("eu-west-1", "000000000000", "q1.fifo"),
+        body="hello & <world>",
+        delay_seconds=0,
+        message_attributes={
+            "s": MessageAttributeValue("String", string_value="v\u00e9\r\n"),
+            "n": MessageAttributeValue("Number", string_value="1.5"),
+            "b": MessageAttributeValue("Binary", binary_value=b"\x00\x01\xff"),
+        },
+        system_attributes={"AWSTraceHeader": MessageAttributeValue("String", string_value="Root=1")},
+        deduplication_id="d1",
+        group_id="g1",
+    )
+
+
+def test_batch_and_receive_fields(query_model):
+    cmd = via_query("SendMessageBatch", SAMPLES["SendMessageBatch"], query_model)
+    assert cmd.queue == Q1
+    assert [e.id for e in cmd.entries] == ["a", "b"]
+    assert cmd.entries[0].delay_seconds == 2 and cmd.entries[1].delay_seconds is None
+    assert cmd.entries[0].message_attributes["b"].binary_value == b"\x00\x01\xff"
+    assert cmd.entries[1].message_attributes is None
+    r = via_query("ReceiveMessage", SAMPLES["ReceiveMessage"], query_model)
+    assert r == c.ReceiveMessage(Q1, 10, 30, 0, ("All",), ("SenderId", "SentTimestamp"), ("All",), "att")
+
+
+def test_queue_level_fields(json_model):
+    assert via_json("CreateQueue", SAMPLES["CreateQueue"], json_model) == c.CreateQueue(
+        Namespace("eu-west-1", "000000000000"), "q1",
+        {"VisibilityTimeout": "30", "DelaySeconds": "1"}, {"team": "a", "env": "b"})
+    assert via_json("ListMessageMoveTasks", SAMPLES["ListMessageMoveTasks"], json_model) == \
+        c.ListMessageMoveTasks(Namespace("eu-west-1", "000000000000"), ARN, 10)
+    assert via_json("UntagQueue", SAMPLES["UntagQueue"], json_model) == c.UntagQueue(Q1, ("k1", "k2"))
+
+
+@pytest.mark.parametrize("url,expected", [
+    ("http://localhost:9324/000000000000/q1", Q1),
+    ("https://sqs.eu-west-1.amazonaws.com/123456789012/q1", QueueKey("eu-west-1", "123456789012", "q1")),
+    ("http://elasticmq:9324/queue/q1", Q1),
+    ("/000000000000/q1", Q1),
+    ("q1", Q1),
+])
+def test_queue_url_forms(url, expected):
+    tree = json_proto.parse("PurgeQueue", b'{"QueueUrl": "%s"}' % url.encode(), MODEL)
+    assert requests.to_command("PurgeQueue", tree, CTX) == c.PurgeQueue(expected)
+
+
+@pytest.mark.parametrize("url", ["http://localhost:9324/", "http://h/a/b/c", "a b", "http://h/%%%/q"])
+def test_bad_queue_urls(url):
+    tree = json_proto.parse("PurgeQueue", ('{"QueueUrl": "%s"}' % url).encode(), MODEL)
+    with pytest.raises(SqsError) as e:
+        requests.to_command("PurgeQueue", tree, CTX)
+    assert e.value.code == "InvalidAddress"
+
+
+def test_query_queue_from_path():
+    form = query_proto.parse_form(b"Action=PurgeQueue")
+    for path in ("/000000000000/q1", "/queue/q1"):
+        tree = query_proto.parse("PurgeQueue", form, MODEL, path)
+        assert requests.to_command("PurgeQueue", tree, CTX) == c.PurgeQueue(Q1)
+    with pytest.raises(SqsError) as e:
+        query_proto.parse("PurgeQueue", form, MODEL, "/")
+    assert e.value.code == "MissingParameter"
+
+
+def test_query_get_and_empty_list():
+    form = query_proto.parse_form(b"Action=ReceiveMessage&QueueUrl=q1&MessageAttributeNames=")
+    cmd = requests.to_command("ReceiveMessage", query_proto.parse("ReceiveMessage", form, MODEL), CTX)
+    assert cmd.message_attribute_names == ()
+
+
+# --- errors while parsing -------------------------------------------------------------------------
+
+def json_error(action, body: bytes) -> SqsError:
+    with pytest.raises(SqsError) as e:
+        json_proto.parse(action, body, MODEL)
+    return e.value
+
+
+def query_error(body: bytes) -> SqsError:
+    with pytest.raises(SqsError) as e:
+        form = query_proto.parse_form(body)
+        action = query_proto.action_of(form, MODEL)
+        query_proto.parse(action, form, MODEL)
+    return e.value
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b"\"x\"", b"\xff\xfe", b"{\"a\":" * 5000, b"nul"])
+def test_malformed_json(body):
+    assert json_error("SendMessage", body).kind.shape == "SerializationException"
+
+
+@pytest.mark.parametrize("body,param", [
+    (b'{"QueueUrl": 5, "MessageBody": "x"}', "QueueUrl"),
+    (b'{"QueueUrl": "q", "MessageBody": "x", "DelaySeconds": "5"}', "DelaySeconds"),
+    (b'{"QueueUrl": "q", "MessageBody": "x", "DelaySeconds": 1.5}', "DelaySeconds"),
+    (b'{"QueueUrl": "q", "MessageBody": "x", "DelaySeconds": true}', "DelaySeconds"),
+    (b'{"QueueUrl": "q", "MessageBody": "x", "DelaySeconds": 99999999999}', "DelaySeconds"),
+    (b'{"QueueUrl": "q", "MessageBody": "x", "MessageAttributes": []}', "MessageAttributes"),
+    (b'{"QueueUrl": "q", "MessageBody": "x", "MessageAttributes": {"a": {"DataType": "Binary", '
+     b'"BinaryValue": "!!"}}}', "MessageAttributes.a.BinaryValue"),
+])
+def test_json_wrong_types(body, param):
+    err = json_error("SendMessage", body)
+    assert err.code == "InvalidParameterValue"
+    assert f"parameter {param} " in err.message
+
+
+def test_json_missing_required():
+    err = json_error("SendMessage", b'{"QueueUrl": "q"}')
+    assert err.code == "MissingParameter" and "MessageBody" in err.message
+    err = json_error("SendMessageBatch", b'{"QueueUrl": "q", "Entries": [{"Id": "a"}]}')
+    assert err.code == "MissingParameter" and "MessageBody" in err.message
+    # null means absent
+    assert json_error("SendMessage", b'{"QueueUrl": "q", "MessageBody": null}').code == "MissingParameter"
+
+
+def test_json_unknown_members_ignored():
+    tree = json_proto.parse("PurgeQueue", b'{"QueueUrl": "q", "Bogus": [1, {"x": 2}]}', MODEL)
+    assert tree == {"QueueUrl": "q"}
+
+
+def test_lone_surrogates_refused():
+    err = json_error("SendMessage", b'{"QueueUrl": "q", "MessageBody": "a\\ud800b"}')
+    assert err.code == "InvalidMessageContents"
+    err = json_error("PurgeQueue", b'{"QueueUrl": "q\\udfff"}')
+    assert err.code == "InvalidParameterValue"
+    assert query_error(b"Action=SendMessage&QueueUrl=q&MessageBody=%ff%fe").code == "InvalidMessageContents"
+    assert query_error(b"Action=GetQueueUrl&QueueName=%c3").code == "InvalidParameterValue"
+
+
+def test_unknown_actions():
+    with pytest.raises(SqsError) as e:
+        json_proto.action_of("AmazonSQS.Frobnicate", MODEL)
+    assert e.value.code == "InvalidAction" and e.value.status == 400
+    with pytest.raises(SqsError) as e:
+        json_proto.action_of("DynamoDB_20120810.SendMessage", MODEL)
+    assert e.value.code == "InvalidAction"
+    assert query_error(b"Action=Frobnicate").code == "InvalidAction"
+    assert query_error(b"QueueUrl=q").code == "MissingParameter"
+
+
+@pytest.mark.parametrize("body,code", [
+    (b"Action=SendMessage&QueueUrl=q&MessageBody=x&DelaySeconds=abc", "InvalidParameterValue"),
+    (b"Action=SendMessage&QueueUrl=q&MessageBody=x&DelaySeconds=1e3", "InvalidParameterValue"),
+    (b"Action=SendMessage&QueueUrl=q", "MissingParameter"),
+    (b"Action=SendMessage&QueueUrl=q&MessageBody=x&MessageAttribute.1.Value.DataType=String",
+     "MissingParameter"),
+    (b"Action=SendMessage&QueueUrl=q&MessageBody=x&MessageAttribute.1.Name=a", "MissingParameter"),
+    (b"Action=SendMessage&QueueUrl=q&MessageBody=x&MessageAttribute.1.Name=a"
+     b"&MessageAttribute.1.Value.DataType=Binary&MessageAttribute.1.Value.BinaryValue=%%%", "InvalidParameterValue"),
+    (b"Action=SendMessageBatch&QueueUrl=q&SendMessageBatchRequestEntry.1.Id=a", "MissingParameter"),
+    (b"Action=SendMessage&" + b"&".join(b"k%d=v" % i for i in range(20_000)), "MalformedQueryString"),
+])
+def test_query_bad_input(body, code):
+    assert query_error(body).code == code
+
+
+def test_query_message_attribute_order_and_gaps():
+    body = (b"Action=SendMessage&QueueUrl=q&MessageBody=x"
+            b"&MessageAttribute.3.Name=c&MessageAttribute.3.Value.DataType=String&MessageAttribute.3.Value.StringValue=3"
+            b"&MessageAttribute.1.Name=a&MessageAttribute.1.Value.DataType=String&MessageAttribute.1.Value.StringValue=1")
+    form = query_proto.parse_form(body)
+    cmd = requests.to_command("SendMessage", query_proto.parse("SendMessage", form, MODEL), CTX)
+    assert list(cmd.message_attributes) == ["a", "c"]
