@@ -71,6 +71,7 @@ PERMISSION_ACTIONS = frozenset((
     "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues", "PurgeQueue",
     "ListQueueTags", "SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"))
 MAX_PERMISSION_ACTIONS = 7
+_NO_NAMES: frozenset[str] = frozenset()
 REMOVABLE_ATTRIBUTES = frozenset(("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"))
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 _LABEL_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -600,16 +601,19 @@ class Storage:
         if c.wait_time_seconds is not None:
             v.check_int_range("WaitTimeSeconds", c.wait_time_seconds, 0, limits.max_wait_seconds,
                               f"Must be >= 0 and <= {limits.max_wait_seconds}, if provided")
-        system_names = set(c.attribute_names) | set(c.system_attribute_names)
-        for name in system_names:
-            if name != "All" and name not in SYSTEM_ATTRIBUTE_NAMES and name not in ALL_NAMES:
-                raise INVALID_ATTRIBUTE_NAME(f"Unknown Attribute {name}.")
-        if "All" in system_names:
-            system_names = set(SYSTEM_ATTRIBUTE_NAMES)
+        if c.attribute_names or c.system_attribute_names:
+            system_names = set(c.attribute_names) | set(c.system_attribute_names)
+            for name in system_names:
+                if name != "All" and name not in SYSTEM_ATTRIBUTE_NAMES and name not in ALL_NAMES:
+                    raise INVALID_ATTRIBUTE_NAME(f"Unknown Attribute {name}.")
+            if "All" in system_names:
+                system_names = set(SYSTEM_ATTRIBUTE_NAMES)
+        else:
+            system_names = _NO_NAMES
         attempt_id = c.receive_request_attempt_id if q.fifo else None
         if attempt_id is not None:
             v.check_fifo_token("ReceiveRequestAttemptId", attempt_id)
-        select = _attribute_selector(c.message_attribute_names)
+        select = _attribute_selector(c.message_attribute_names) if c.message_attribute_names else None
 
         if attempt_id is not None:
             again = self._retry_attempt(q, attempt_id, now)
@@ -639,15 +643,18 @@ class Storage:
                 if dlq is not None and dlq is not q:
                     self._move(q, msg, dlq, now, out, dlq_source=q.arn)
                     continue
-            self._emit(out, MessageChanged(
-                q.qid, rec.message_id, msg.version + 1, _receipt(rec.message_id, ids.nonce()), now + vt_ms,
-                msg.receive_count + 1, msg.first_receive_ms or now, now))
+            change = MessageChanged(q.qid, rec.message_id, msg.version + 1, _receipt(rec.message_id, ids.nonce()),
+                                    now + vt_ms, msg.receive_count + 1, msg.first_receive_ms or now, now)
+            q.change(msg, change.version, change.receipt, change.visible_ms, change.receive_count,
+                     change.first_receive_ms, change.last_receive_ms)  # = apply(change), inlined: hot path
+            out.append(change)
             taken.append(msg)
         ready.close()
         if attempt_id is not None:
             self._emit(out, AttemptRecorded(q.qid, AttemptEntry(
                 attempt_id, now + DEDUP_WINDOW_MS, tuple((m.rec.message_id, m.receipt or "") for m in taken))))
-        return ReceiveMessageResult(tuple(self._render(q, m, system_names, select) for m in taken))
+        render = self._render
+        return ReceiveMessageResult(tuple([render(q, m, system_names, select) for m in taken]))
 
     def _retry_attempt(self, q: Queue, attempt_id: str, now: int) -> list[Message] | None:
         """A retried FIFO receive gets the same messages and handles while they are in flight."""

@@ -258,12 +258,12 @@ class Queue:
         messages = self.messages
         if not self.fifo:
             ready = self.ready
+            pop = heapq.heappop
             while ready:
-                serial, mid, version = heapq.heappop(ready)
+                serial, mid, version = pop(ready)
                 msg = messages.get(mid)
-                if msg is None or msg.version != version or msg.where != READY:
-                    continue
-                yield msg
+                if msg is not None and msg.version == version and msg.where == READY:
+                    yield msg
             return
         ready_groups = self.ready_groups
         while ready_groups:
