@@ -570,18 +570,13 @@ class Storage:
             raise BATCH_REQUEST_TOO_LONG(
                 f"Batch requests cannot be longer than {self.limits.max_batch_bytes} bytes. "
                 f"You have sent {total} bytes.")
-        ok: list[SendMessageBatchResultEntry] = []
-        failed: list[BatchResultError] = []
-        for e in entries:
-            try:
-                r = self._send_one(q, e.body, e.delay_seconds, e.message_attributes, e.system_attributes,
-                                   e.deduplication_id, e.group_id, c.sender_id, now, out)
-            except SqsError as err:
-                failed.append(BatchResultError(e.id, err.code, err.message, err.sender_fault))  # type: ignore[arg-type]
-                continue
-            ok.append(SendMessageBatchResultEntry(e.id, r.message_id, r.md5_of_body, r.md5_of_message_attributes,  # type: ignore[arg-type]
-                                                  r.md5_of_message_system_attributes, r.sequence_number))
-        return SendMessageBatchResult(tuple(ok), tuple(failed))
+        def send(e: Any) -> SendMessageBatchResultEntry:
+            r = self._send_one(q, e.body, e.delay_seconds, e.message_attributes, e.system_attributes,
+                               e.deduplication_id, e.group_id, c.sender_id, now, out)
+            return SendMessageBatchResultEntry(e.id, r.message_id, r.md5_of_body, r.md5_of_message_attributes,
+                                               r.md5_of_message_system_attributes, r.sequence_number)
+        ok, failed = _each_entry(entries, send)
+        return SendMessageBatchResult(ok, failed)
 
     # --- receiving ---------------------------------------------------------------------------
 
@@ -748,16 +743,11 @@ class Storage:
         q = self._queue(c.queue)
         entries = c.entries or ()
         v.check_batch_ids([e.id for e in entries], self.limits, "DeleteMessageBatchRequestEntry")
-        ok: list[str] = []
-        failed: list[BatchResultError] = []
-        for e in entries:
-            try:
-                self._delete_one(q, e.receipt_handle, now, out)
-            except SqsError as err:
-                failed.append(BatchResultError(e.id, err.code, err.message, err.sender_fault))  # type: ignore[arg-type]
-                continue
-            ok.append(e.id)  # type: ignore[arg-type]
-        return DeleteMessageBatchResult(tuple(ok), tuple(failed))
+        def delete(e: Any) -> str:
+            self._delete_one(q, e.receipt_handle, now, out)
+            return e.id
+        ok, failed = _each_entry(entries, delete)
+        return DeleteMessageBatchResult(ok, failed)
 
     def _change_one(self, q: Queue, handle: str | None, timeout: int | None, now: int, out: list) -> None:
         if timeout is None:
@@ -784,16 +774,11 @@ class Storage:
         q = self._queue(c.queue)
         entries = c.entries or ()
         v.check_batch_ids([e.id for e in entries], self.limits, "ChangeMessageVisibilityBatchRequestEntry")
-        ok: list[str] = []
-        failed: list[BatchResultError] = []
-        for e in entries:
-            try:
-                self._change_one(q, e.receipt_handle, e.visibility_timeout, now, out)
-            except SqsError as err:
-                failed.append(BatchResultError(e.id, err.code, err.message, err.sender_fault))  # type: ignore[arg-type]
-                continue
-            ok.append(e.id)  # type: ignore[arg-type]
-        return ChangeMessageVisibilityBatchResult(tuple(ok), tuple(failed))
+        def change(e: Any) -> str:
+            self._change_one(q, e.receipt_handle, e.visibility_timeout, now, out)
+            return e.id
+        ok, failed = _each_entry(entries, change)
+        return ChangeMessageVisibilityBatchResult(ok, failed)
 
     # --- message move tasks ------------------------------------------------------------------
 
@@ -1123,6 +1108,18 @@ def invalid_value_rp(value: str, reason: str) -> SqsError:
 
 def _task_with(task: MoveTaskRecord, **changes: Any) -> MoveTaskRecord:
     return dataclasses.replace(task, version=task.version + 1, **changes)
+
+
+def _each_entry(entries: Iterable[Any], fn: Callable[[Any], Any]) -> tuple[tuple, tuple[BatchResultError, ...]]:
+    """Run a batch entry by entry: one entry's SQS error is that entry's failure, not the batch's."""
+    ok: list = []
+    failed: list[BatchResultError] = []
+    for e in entries:
+        try:
+            ok.append(fn(e))
+        except SqsError as err:
+            failed.append(BatchResultError(e.id, err.code, err.message, err.sender_fault))
+    return tuple(ok), tuple(failed)
 
 
 def _select_all(name: str) -> bool:
