@@ -1,0 +1,331 @@
+"""Typed cluster configuration: who the members are, where each link is dialled, and the timers.
+
+A node's identity is its *name*. Addresses only say where to reach it, and the address one node
+dials for a peer can differ per directed link, so a test (or an operator) can put a proxy on the
+single link n1->n2 and cut just that link.
+
+The file form (TOML or JSON, same keys; a misspelt key is an error)::
+
+    cluster = "orders"            # a peer announcing another cluster name is refused
+    secret = "..."                # or secret-file = "/etc/elasticmq-py/secret"
+    self = "n1"
+
+    [[nodes]]
+    name = "n1"
+    raft = "127.0.0.1:20001"      # where n1 listens for Raft; the default dial address of n1
+    stream = "127.0.0.1:20101"    # where n1 listens for the mutation stream
+
+    [[nodes]]
+    name = "n2"
+    raft = "127.0.0.1:20002"
+    stream = "127.0.0.1:20102"
+
+    [links."n1->n2"]              # n1 reaches n2 through a proxy on this directed link
+    raft = "127.0.0.1:25012"
+
+    [timing]                      # see Timing; the defaults are tuned for a LAN
+    lease = 0.15
+
+    [node]                        # process-local settings, unused by the cluster logic itself
+    history = "n1-history.jsonl"
+    admin = "127.0.0.1:0"
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Address:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Address":
+        if not isinstance(text, str) or ":" not in text:
+            raise ConfigError(f"address must be 'host:port', got {text!r}")
+        host, _, port = text.rpartition(":")
+        host = host.strip("[]")
+        try:
+            number = int(port)
+        except ValueError:
+            raise ConfigError(f"address {text!r}: port is not a number") from None
+        if not host or not 0 <= number <= 65535:
+            raise ConfigError(f"address {text!r} is not valid")
+        return cls(host, number)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A member: its name and the addresses it listens on (also the default dial addresses)."""
+
+    name: str
+    raft_addr: Address
+    stream_addr: Address | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "raft": str(self.raft_addr)}
+        if self.stream_addr is not None:
+            d["stream"] = str(self.stream_addr)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "NodeSpec":
+        _check_keys(d, {"name", "raft", "stream"}, "node")
+        name = d.get("name")
+        if not isinstance(name, str) or not _valid_name(name):
+            raise ConfigError(f"node name {name!r} must be 1-64 characters of [A-Za-z0-9_.-]")
+        if "raft" not in d:
+            raise ConfigError(f"node {name}: 'raft' address is required")
+        stream = d.get("stream")
+        return cls(name, Address.parse(d["raft"]), Address.parse(stream) if stream else None)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkAddrs:
+    """Overrides for one directed link src->dst; None means: dial the peer's own address."""
+
+    raft: Address | None = None
+    stream: Address | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Raft and lease timers, in seconds. `validate()` enforces the inequalities the safety
+    argument in cluster/lease.py rests on, so an unsafe combination fails at start-up."""
+
+    heartbeat: float = 0.05          # pysyncobj appendEntriesPeriod
+    election_min: float = 0.2        # raftMinTimeout
+    election_max: float = 0.4        # raftMaxTimeout
+    vote_guard: float = 0.18         # a follower ignores vote requests this long after leader contact
+    lease: float = 0.15              # a master is active this long after a quorum-acked heartbeat was sent
+    max_drift: float = 0.001         # bound on the relative rate difference of two nodes' monotonic clocks
+    leader_fallback: float = 1.0     # pysyncobj leaderFallbackTimeout (Raft-level step-down)
+    connection_timeout: float = 1.0  # a link with no frame for this long is dead
+    keepalive: float = 0.2           # a link idle this long carries a keepalive frame
+    reconnect: float = 0.3           # pysyncobj connectionRetryTime
+    suspect: float = 0.5             # the master drops a member from the view after this long without acks
+    debounce: float = 0.25           # a changed reachable set must hold this long before a new view
+    gather: float = 0.05             # a new master waits this long for stragglers before its first view
+    proposal_retry: float = 1.0      # an uncommitted view proposal is re-made after this long
+
+    def validate(self) -> "Timing":
+        problems = []
+        if not self.heartbeat > 0:
+            problems.append("heartbeat must be > 0")
+        if not self.election_min > 3 * self.heartbeat:
+            problems.append("election_min must exceed 3 heartbeats (pysyncobj requires it)")
+        if not self.election_max > self.election_min:
+            problems.append("election_max must exceed election_min")
+        if not 0 < self.vote_guard <= self.election_min:
+            problems.append("vote_guard must be in (0, election_min]")
+        if not 0 <= self.max_drift < 0.1:
+            problems.append("max_drift must be in [0, 0.1)")
+        if not 0 < self.lease * (1 + self.max_drift) < self.vote_guard * (1 - self.max_drift):
+            problems.append("lease*(1+max_drift) must be < vote_guard*(1-max_drift): "
+                            "otherwise a cut-off master could still be active when another is elected")
+        if not self.lease > self.heartbeat:
+            problems.append("lease must exceed the heartbeat, or it can never stay fresh")
+        if not self.leader_fallback > self.heartbeat:
+            problems.append("leader_fallback must exceed the heartbeat")
+        if not self.connection_timeout >= self.election_max:
+            problems.append("connection_timeout must be >= election_max (pysyncobj requires it)")
+        if not 0 < self.keepalive < self.connection_timeout / 2:
+            problems.append("keepalive must be < connection_timeout/2")
+        for name in ("reconnect", "suspect", "debounce", "proposal_retry"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0")
+        if not self.gather >= 0:
+            problems.append("gather must be >= 0")
+        if problems:
+            raise ConfigError("unsafe or invalid timing: " + "; ".join(problems))
+        return self
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Timing":
+        names = {f.name.replace("_", "-"): f.name for f in fields(cls)}
+        _check_keys(d, set(names), "timing")
+        try:
+            return cls(**{names[k]: float(v) for k, v in d.items()}).validate()
+        except (TypeError, ValueError) as e:
+            raise ConfigError(str(e)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """What every member must agree on (except `links`, which is each node's own view of how to
+    reach its peers: only entries whose source is this node are used by it)."""
+
+    name: str
+    secret: str
+    nodes: tuple[NodeSpec, ...]
+    links: Mapping[tuple[str, str], LinkAddrs] = field(default_factory=dict)
+    timing: Timing = field(default_factory=Timing)
+
+    def __post_init__(self) -> None:
+        if not self.secret:
+            raise ConfigError("a cluster secret is required: cluster traffic is always authenticated")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"duplicate node names in {names}")
+        for src, dst in self.links:
+            if src == dst:
+                raise ConfigError(f"link {src}->{dst} links a node to itself")
+
+    def node(self, name: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes)
+
+    def dial_raft(self, src: str, dst: str, default: Address | None = None) -> Address:
+        """The address `src` dials to reach `dst`'s Raft port."""
+        link = self.links.get((src, dst))
+        if link is not None and link.raft is not None:
+            return link.raft
+        if default is not None:
+            return default
+        return self.node(dst).raft_addr
+
+    def dial_stream(self, src: str, dst: str) -> Address | None:
+        link = self.links.get((src, dst))
+        if link is not None and link.stream is not None:
+            return link.stream
+        return self.node(dst).stream_addr
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    self_name: str
+    cluster: ClusterConfig
+    raft_bind: Address | None = None     # default: the host/port of our own NodeSpec.raft_addr
+    history_path: str | None = None
+    admin_addr: Address | None = None
+
+    def __post_init__(self) -> None:
+        if self.self_name not in self.cluster.names:
+            raise ConfigError(f"self {self.self_name!r} is not one of the nodes {list(self.cluster.names)}")
+
+    @property
+    def spec(self) -> NodeSpec:
+        return self.cluster.node(self.self_name)
+
+    @property
+    def bind_addr(self) -> Address:
+        return self.raft_bind or self.spec.raft_addr
+
+    @property
+    def timing(self) -> Timing:
+        return self.cluster.timing
+
+    def peers(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.cluster.nodes if n.name != self.self_name)
+
+    def with_cluster(self, **changes: Any) -> "NodeConfig":
+        return replace(self, cluster=replace(self.cluster, **changes))
+
+    # -- loading -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], base_dir: Path | None = None) -> "NodeConfig":
+        _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "node"}, "top level")
+        secret = d.get("secret")
+        if "secret-file" in d:
+            if secret is not None:
+                raise ConfigError("give either secret or secret-file, not both")
+            path = Path(d["secret-file"])
+            if base_dir is not None and not path.is_absolute():
+                path = base_dir / path
+            secret = path.read_text().strip()
+        nodes_raw = d.get("nodes")
+        if not isinstance(nodes_raw, list) or not nodes_raw:
+            raise ConfigError("'nodes' must be a non-empty list")
+        links: dict[tuple[str, str], LinkAddrs] = {}
+        for key, v in (d.get("links") or {}).items():
+            src, sep, dst = key.partition("->")
+            if not sep or not src or not dst:
+                raise ConfigError(f"link key {key!r} must look like 'n1->n2'")
+            _check_keys(v, {"raft", "stream"}, f"link {key}")
+            links[(src.strip(), dst.strip())] = LinkAddrs(
+                Address.parse(v["raft"]) if v.get("raft") else None,
+                Address.parse(v["stream"]) if v.get("stream") else None,
+            )
+        cluster = ClusterConfig(
+            name=str(d.get("cluster", "elasticmq-py")),
+            secret=str(secret or ""),
+            nodes=tuple(NodeSpec.from_dict(n) for n in nodes_raw),
+            links=links,
+            timing=Timing.from_dict(d.get("timing") or {}),
+        )
+        local = d.get("node") or {}
+        _check_keys(local, {"history", "admin", "raft-bind"}, "node")
+        return cls(
+            self_name=str(d.get("self", "")),
+            cluster=cluster,
+            raft_bind=Address.parse(local["raft-bind"]) if local.get("raft-bind") else None,
+            history_path=local.get("history"),
+            admin_addr=Address.parse(local["admin"]) if local.get("admin") else None,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> "NodeConfig":
+        path = Path(path)
+        text = path.read_text()
+        try:
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"{path}: {e}") from None
+        return cls.from_dict(data, base_dir=path.parent)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The inverse of from_dict (the secret included: this is what a test writes to disk)."""
+        t = self.cluster.timing
+        d: dict[str, Any] = {
+            "cluster": self.cluster.name,
+            "secret": self.cluster.secret,
+            "self": self.self_name,
+            "nodes": [n.to_dict() for n in self.cluster.nodes],
+            "links": {
+                f"{s}->{t_}": {k: str(v) for k, v in (("raft", l.raft), ("stream", l.stream)) if v is not None}
+                for (s, t_), l in self.cluster.links.items()
+            },
+            "timing": {f.name.replace("_", "-"): getattr(t, f.name) for f in fields(Timing)},
+        }
+        local: dict[str, Any] = {}
+        if self.history_path:
+            local["history"] = self.history_path
+        if self.admin_addr:
+            local["admin"] = str(self.admin_addr)
+        if self.raft_bind:
+            local["raft-bind"] = str(self.raft_bind)
+        if local:
+            d["node"] = local
+        return d
+
+
+def _valid_name(name: str) -> bool:
+    return 0 < len(name) <= 64 and all(c.isalnum() or c in "_.-" for c in name)
+
+
+def _check_keys(d: Any, allowed: set[str], where: str) -> None:
+    if not isinstance(d, Mapping):
+        raise ConfigError(f"{where}: expected a table/object")
+    unknown = set(d) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")

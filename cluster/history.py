@@ -1,0 +1,50 @@
+"""The per-node history log: one JSON object per line. The schema is documented in HISTORY.md."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, TextIO
+
+SCHEMA_VERSION = 1
+
+
+class HistoryWriter:
+    """Appends events; safe to call from several threads. Each line is flushed at once, so a
+    node killed with SIGKILL leaves every event it wrote (the OS keeps what was flushed)."""
+
+    def __init__(self, path: str, node: str) -> None:
+        self.path = path
+        self.node = node
+        self._lock = threading.Lock()
+        self._f: TextIO | None = open(path, "a", encoding="utf-8")
+
+    def write(self, event: str, ts: float, **fields: Any) -> None:
+        record = {"ts": round(ts, 6), "node": self.node, "event": event}
+        record.update(fields)
+        line = json.dumps(record, separators=(",", ":"), sort_keys=False, default=str)
+        with self._lock:
+            if self._f is not None:
+                self._f.write(line + "\n")
+                self._f.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._f is not None:
+                self._f.close()
+                self._f = None
+
+
+def read_history(path: str) -> list[dict[str, Any]]:
+    """Every complete line of a history file (a torn last line from a killed node is skipped)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
