@@ -45,7 +45,7 @@ def storage(quick: bool) -> dict:
     return {"benchmark": "storage", "machine": _machine(), "results": rows, "ratios": ratios}
 
 
-SUITES = {"storage": storage}
+SUITES = {"storage": storage, "endpoint": lambda quick: __import__("bench.endpoint_bench").endpoint_bench.suite(quick)}
 
 
 def main(argv: list[str] | None = None) -> int:
