@@ -1,0 +1,78 @@
+"""The replication log: the recent batches, kept on the master to re-send gaps and on every
+replica so that a new master can pull what it lacks (issue 5's master-change sync)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    seq: int
+    written_epoch: int
+    mutations: bytes
+    created_ms: int
+
+
+class ReplicationLog:
+    """Entries with consecutive sequence numbers, bounded in bytes (oldest dropped first).
+
+    A replica that needs an entry older than ``first_seq`` can only catch up by state transfer.
+    """
+
+    def __init__(self, limit_bytes: int = 64 * 1024 * 1024, last_seq: int = 0, last_epoch: int = 0):
+        self.limit_bytes = limit_bytes
+        self._entries: deque[Entry] = deque()
+        self._bytes = 0
+        self._last_seq = last_seq      # survives trimming: the position the state is at
+        self._last_epoch = last_epoch
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def last_epoch(self) -> int:
+        return self._last_epoch
+
+    @property
+    def first_seq(self) -> int:
+        """The oldest seq still held (last_seq + 1 when empty)."""
+        return self._entries[0].seq if self._entries else self._last_seq + 1
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def append(self, entry: Entry) -> None:
+        if entry.seq != self._last_seq + 1:
+            raise ValueError(f"log gap: have {self._last_seq}, got {entry.seq}")
+        self._entries.append(entry)
+        self._bytes += len(entry.mutations)
+        self._last_seq = entry.seq
+        self._last_epoch = entry.written_epoch
+        while self._bytes > self.limit_bytes and len(self._entries) > 1:
+            self._bytes -= len(self._entries.popleft().mutations)
+
+    def get(self, seq: int) -> Entry | None:
+        if not self._entries or not self._entries[0].seq <= seq <= self._last_seq:
+            return None
+        return self._entries[seq - self._entries[0].seq]
+
+    def since(self, seq: int, limit: int) -> list[Entry]:
+        """Up to ``limit`` entries from ``seq`` on (empty if ``seq`` is no longer held)."""
+        if not self._entries or seq < self._entries[0].seq:
+            return []
+        start = seq - self._entries[0].seq
+        return [self._entries[i] for i in range(start, min(start + limit, len(self._entries)))]
+
+    def reset(self, last_seq: int, last_epoch: int) -> None:
+        """Forget every entry: the state now comes from a snapshot taken at ``last_seq``."""
+        self._entries.clear()
+        self._bytes = 0
+        self._last_seq = last_seq
+        self._last_epoch = last_epoch

@@ -1,0 +1,226 @@
+"""The master's side of the mutation stream, sans-I/O.
+
+Client operations are executed on the master's storage first; their mutations are *staged*
+here and cut into one batch per ``flush`` (group commit: under load one batch, hence one network
+round trip, carries many operations). Each batch gets the next ``seq`` of the log and is
+streamed to every connected replica at once; replicas ack cumulatively. An operation completes
+when enough replicas acked its batch for *its* ack policy (policies can differ per queue, so
+there is one queue of waiting operations per policy, each completing in seq order).
+
+Lost or reordered frames are repaired from the log: a replica that sees a gap asks for a resend,
+and a replica that stays silent past ``resend_after_ms`` is re-sent everything after its last
+ack (go-back-N). A replica behind the start of the log needs a state transfer. Only reachable
+replicas can slow producers (flow control): an unreachable one is simply not waited for, except
+by the ``all`` policy, which waits until membership removes it from the view.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from storage.codec import encode_many
+
+from cluster.replication.log import Entry, ReplicationLog
+from cluster.replication.messages import (
+    Ack, Action, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Resend, Send, Throttle,
+)
+
+
+@dataclass
+class ReplicaProgress:
+    name: str
+    connected: bool = False
+    acked: int = 0          # everything up to here is applied there
+    sent: int = 0           # highest seq sent since the last (re)connection or resend
+    last_progress_ms: int = 0
+    needs_transfer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_batch_ops: int = 512           # a flush cuts at most this many operations into one batch
+    resend_after_ms: int = 500         # silence after which unacked batches are sent again
+    max_resend_entries: int = 256      # per resend, to bound one burst
+    throttle_lag_batches: int = 10_000
+    throttle_lag_ms: int = 5_000
+
+
+class MasterReplicator:
+    def __init__(self, self_name: str, epoch: int, members: Sequence[str], log: ReplicationLog, *,
+                 policy: AckPolicy = AckPolicy.MAJORITY, limits: Limits = Limits()):
+        self.self_name = self_name
+        self.epoch = epoch
+        self.policy = policy
+        self.limits = limits
+        self.log = log
+        self.members: tuple[str, ...] = ()
+        self.replicas: dict[str, ReplicaProgress] = {}
+        self._staged: list[tuple[int, AckPolicy, Sequence]] = []
+        self._waiting: dict[AckPolicy, deque[tuple[int, int]]] = {p: deque() for p in AckPolicy}
+        self._throttling = False
+        self.view_changed(members)
+
+    # --- inputs -----------------------------------------------------------------------------
+
+    def submit(self, op_id: int, mutations: Sequence, policy: AckPolicy | None = None) -> list[Action]:
+        """Stage a client operation's mutations; it completes when its batch meets its policy.
+
+        An operation that changed nothing has nothing to wait for; neither has ``none``.
+        """
+        policy = policy or self.policy
+        if not mutations:
+            return [Complete((op_id,))]
+        self._staged.append((op_id, policy, mutations))
+        if policy is AckPolicy.NONE:
+            return [Complete((op_id,))]
+        return []
+
+    def flush(self, now_ms: int) -> list[Action]:
+        """Cut staged operations into batches and stream them."""
+        actions: list[Action] = []
+        while self._staged:
+            ops = self._staged[:self.limits.max_batch_ops]
+            del self._staged[:self.limits.max_batch_ops]
+            seq = self.log.last_seq + 1
+            blob = encode_many([m for _, _, muts in ops for m in muts])
+            entry = Entry(seq, self.epoch, blob, now_ms)
+            self.log.append(entry)
+            for op_id, policy, _ in ops:
+                if policy is not AckPolicy.NONE:
+                    self._waiting[policy].append((seq, op_id))
+            frame = Batch(self.epoch, seq, self.epoch, blob)
+            for r in self.replicas.values():
+                if r.connected and not r.needs_transfer and r.sent == seq - 1:
+                    actions.append(Send(r.name, frame))
+                    r.sent = seq
+        actions.extend(self._completions())
+        actions.extend(self._flow_control(now_ms))
+        return actions
+
+    def on_frame(self, sender: str, frame: object, now_ms: int) -> list[Action]:
+        r = self.replicas.get(sender)
+        if r is None:
+            return [Rejected(sender, "not a replica of the current view")]
+        if isinstance(frame, Ack):
+            if frame.epoch != self.epoch:
+                return [Rejected(sender, f"ack for epoch {frame.epoch}, ours is {self.epoch}")]
+            if frame.seq > self.log.last_seq:
+                return [Rejected(sender, f"ack for seq {frame.seq} beyond the log ({self.log.last_seq})")]
+            if frame.seq > r.acked:
+                r.acked = frame.seq
+                r.last_progress_ms = now_ms
+            r.connected = True
+            return self._completions() + self._flow_control(now_ms)
+        if isinstance(frame, Resend):
+            if frame.epoch != self.epoch:
+                return [Rejected(sender, f"resend for epoch {frame.epoch}, ours is {self.epoch}")]
+            r.connected = True
+            return self._send_from(r, max(frame.from_seq, r.acked + 1), now_ms)
+        return [Rejected(sender, f"unexpected frame {type(frame).__name__}")]
+
+    def on_tick(self, now_ms: int) -> list[Action]:
+        actions: list[Action] = []
+        for r in self.replicas.values():
+            if (r.connected and not r.needs_transfer and r.acked < self.log.last_seq
+                    and now_ms - r.last_progress_ms >= self.limits.resend_after_ms):
+                r.last_progress_ms = now_ms  # one go-back-N burst per silence, not one per tick
+                actions.extend(self._send_from(r, r.acked + 1, now_ms))
+        actions.extend(self._flow_control(now_ms))
+        return actions
+
+    def replica_connected(self, name: str, now_ms: int) -> list[Action]:
+        r = self.replicas.get(name)
+        if r is None:
+            return []
+        r.connected = True
+        r.last_progress_ms = now_ms
+        r.sent = r.acked
+        return self._send_from(r, r.acked + 1, now_ms)
+
+    def replica_disconnected(self, name: str, now_ms: int) -> list[Action]:
+        r = self.replicas.get(name)
+        if r is not None:
+            r.connected = False
+        return self._flow_control(now_ms)
+
+    def replica_restored(self, name: str, seq: int, now_ms: int) -> list[Action]:
+        """A state transfer brought ``name`` to ``seq``: stream from there."""
+        r = self.replicas.get(name)
+        if r is None:
+            return []
+        r.needs_transfer = False
+        r.acked = max(r.acked, seq)
+        return self.replica_connected(name, now_ms)
+
+    def view_changed(self, members: Iterable[str]) -> list[Action]:
+        self.members = tuple(sorted(members))
+        replicas = {m: self.replicas.get(m) or ReplicaProgress(m) for m in self.members if m != self.self_name}
+        self.replicas = replicas
+        return self._completions()
+
+    # --- state for operators ------------------------------------------------------------------
+
+    def status(self, now_ms: int) -> dict:
+        return {
+            "epoch": self.epoch, "last_seq": self.log.last_seq, "log_entries": len(self.log),
+            "log_bytes": self.log.size_bytes, "staged_ops": len(self._staged),
+            "waiting_ops": sum(len(q) for q in self._waiting.values()), "throttling": self._throttling,
+            "replicas": {r.name: {"connected": r.connected, "acked_seq": r.acked,
+                                  "lag_batches": self.log.last_seq - r.acked,
+                                  "lag_ms": self._lag_ms(r, now_ms), "needs_transfer": r.needs_transfer}
+                         for r in self.replicas.values()},
+        }
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _send_from(self, r: ReplicaProgress, seq: int, now_ms: int) -> list[Action]:
+        if seq > self.log.last_seq:
+            return []
+        if seq < self.log.first_seq:
+            if r.needs_transfer:
+                return []
+            r.needs_transfer = True
+            return [NeedsTransfer(r.name)]
+        entries = self.log.since(seq, self.limits.max_resend_entries)
+        if entries:
+            r.sent = entries[-1].seq
+        return [Send(r.name, Batch(self.epoch, e.seq, e.written_epoch, e.mutations)) for e in entries]
+
+    def _committed(self, policy: AckPolicy) -> int:
+        """The highest seq acked by as many replicas as ``policy`` requires."""
+        need = policy.required(len(self.members))
+        if need == 0:
+            return self.log.last_seq
+        acked = sorted((r.acked for r in self.replicas.values()), reverse=True)
+        return acked[need - 1] if len(acked) >= need else 0
+
+    def _completions(self) -> list[Action]:
+        done: list[int] = []
+        for policy, waiting in self._waiting.items():
+            if not waiting:
+                continue
+            committed = self._committed(policy)
+            while waiting and waiting[0][0] <= committed:
+                done.append(waiting.popleft()[1])
+        return [Complete(tuple(done))] if done else []
+
+    def _lag_ms(self, r: ReplicaProgress, now_ms: int) -> int:
+        oldest = self.log.get(r.acked + 1)
+        return now_ms - oldest.created_ms if oldest is not None else 0
+
+    def _flow_control(self, now_ms: int) -> list[Action]:
+        lim = self.limits
+        worst_batches = worst_ms = 0
+        for r in self.replicas.values():
+            if r.connected and not r.needs_transfer:
+                worst_batches = max(worst_batches, self.log.last_seq - r.acked)
+                worst_ms = max(worst_ms, self._lag_ms(r, now_ms))
+        if not self._throttling and (worst_batches > lim.throttle_lag_batches or worst_ms > lim.throttle_lag_ms):
+            self._throttling = True
+            return [Throttle(True)]
+        if self._throttling and worst_batches <= lim.throttle_lag_batches // 2 and worst_ms <= lim.throttle_lag_ms // 2:
+            self._throttling = False
+            return [Throttle(False)]
+        return []

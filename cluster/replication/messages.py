@@ -1,0 +1,106 @@
+"""Frames of the mutation stream, and the actions the protocol cores ask their runtime for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class AckPolicy(str, Enum):
+    """When a client operation counts as done.
+
+    none      answered before any replica has the mutation: an acknowledged operation can be
+              lost if the master dies before a replica got it (the HornetQ race).
+    one       at least one replica applied it.
+    majority  replicas that, with the master, make a majority of the view applied it (default):
+              nothing acknowledged is lost while a majority survives.
+    all       every replica of the current view applied it.
+    """
+
+    NONE = "none"
+    ONE = "one"
+    MAJORITY = "majority"
+    ALL = "all"
+
+    def required(self, members: int) -> int:
+        """Replica acks needed (the master counts for itself) in a view of ``members``."""
+        replicas = members - 1
+        if self is AckPolicy.NONE:
+            return 0
+        if self is AckPolicy.ONE:
+            return min(1, replicas)
+        if self is AckPolicy.MAJORITY:
+            return members // 2
+        return replicas
+
+
+# --- frames ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Master -> replica: the log entry at ``seq`` (written in ``written_epoch``), sent by the
+    master of ``epoch``. ``mutations`` is a storage.codec ``encode_many`` frame."""
+
+    epoch: int
+    seq: int
+    written_epoch: int
+    mutations: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Replica -> master: everything up to ``seq`` is applied (cumulative)."""
+
+    epoch: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """Replica -> master: a gap; send again from ``from_seq``."""
+
+    epoch: int
+    from_seq: int
+
+
+Frame = Batch | Ack | Resend
+
+
+# --- actions --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    to: str
+    frame: Frame
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """These client operations met their ack policy: answer them."""
+
+    op_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsTransfer:
+    """This replica is behind the start of the log: only a state transfer can catch it up."""
+
+    replica: str
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """Start (True) or stop (False) slowing producers: a reachable replica lags too far."""
+
+    on: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A frame refused (stale epoch, not from the master, undecodable): log it, never crash."""
+
+    sender: str
+    reason: str
+
+
+Action = Send | Complete | NeedsTransfer | Throttle | Rejected

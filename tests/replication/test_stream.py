@@ -1,0 +1,234 @@
+"""The mutation stream over a lossy simulated network, with the real storage on every node.
+
+The master runs the random SQS workload of the storage property tests; each operation's
+mutations go through MasterReplicator, frames cross a network that drops, duplicates and
+reorders them (seeded), and replicas apply through ReplicaApplier. Throughout: an operation
+completes only once its policy's number of replicas applied its batch. At the end, with the
+network healed: every operation completed and every replica has the master's digest.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage import IdSource, ManualClock, Storage
+from storage.codec import encode_many
+from storage.commands import CreateQueue, Namespace
+
+from cluster.replication.log import ReplicationLog
+from cluster.replication.master import Limits, MasterReplicator
+from cluster.replication.messages import (
+    Ack, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Send, Throttle,
+)
+from cluster.replication.replica import ReplicaApplier
+from tests.storage.workload import Run, assert_same_state, step
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass
+class Net:
+    rng: random.Random
+    drop: float = 0.0
+    dup: float = 0.0
+    in_flight: list = field(default_factory=list)   # (sender, to, frame)
+
+    def send(self, sender: str, to: str, frame: object) -> None:
+        if self.rng.random() < self.drop:
+            return
+        self.in_flight.append((sender, to, frame))
+        if self.rng.random() < self.dup:
+            self.in_flight.append((sender, to, frame))
+
+    def take(self, reorder: bool) -> tuple | None:
+        if not self.in_flight:
+            return None
+        i = self.rng.randrange(len(self.in_flight)) if reorder else 0
+        return self.in_flight.pop(i)
+
+
+class Cluster:
+    def __init__(self, seed: int, n: int, policy: AckPolicy, log_limit: int = 64 << 20):
+        self.run = Run(seed=seed)
+        self.clock = self.run.clock
+        names = [f"n{i}" for i in range(1, n + 1)]
+        self.master_name = names[0]
+        self.master = MasterReplicator(self.master_name, 1, names, ReplicationLog(log_limit), policy=policy,
+                                       limits=Limits(resend_after_ms=200))
+        self.replicas = {name: ReplicaApplier(Storage(ManualClock(0), IdSource(1)), ReplicationLog(log_limit))
+                         for name in names[1:]}
+        for r in self.replicas.values():
+            r.view_changed(self.master_name, 1)
+            # the setup commands ran before replication started: the replica gets them by snapshot
+            r.storage.restore(self.run.master.snapshot())
+        self.net = Net(random.Random(seed))
+        self.completed: set[int] = set()
+        self.op_seq: dict[int, int] = {}
+        self.policy = policy
+        self.next_op = 0
+        self.rejected: list[Rejected] = []
+        self.transfers = 0
+        self.mutations_seen = len(self.run.mutations)
+        now = self.clock.now_ms()
+        for name in self.replicas:
+            self.handle(self.master_name, self.master.replica_connected(name, now))
+
+    def handle(self, sender: str, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                self.net.send(sender, a.to, a.frame)
+            elif isinstance(a, Complete):
+                for op in a.op_ids:
+                    self.check_policy_met(op)
+                    self.completed.add(op)
+            elif isinstance(a, NeedsTransfer):
+                self.transfer(a.replica)
+            elif isinstance(a, Rejected):
+                self.rejected.append(a)
+            elif isinstance(a, Throttle):
+                pass
+
+    def check_policy_met(self, op: int) -> None:
+        seq = self.op_seq.get(op)
+        if seq is None:            # completed at submit: nothing to wait for, or policy none
+            return
+        have = sum(1 for r in self.replicas.values() if r.applied_seq >= seq)
+        n = len(self.replicas) + 1   # stated here independently of AckPolicy.required
+        need = {AckPolicy.NONE: 0, AckPolicy.ONE: 1, AckPolicy.MAJORITY: n // 2, AckPolicy.ALL: n - 1}[self.policy]
+        assert have >= need, f"op {op} (batch {seq}) completed with {have} replicas, {need} required"
+
+    def transfer(self, name: str) -> None:
+        """A state transfer, done at once (the chunked, resumable one is tested elsewhere)."""
+        self.transfers += 1
+        r = self.replicas[name]
+        r.storage.restore(self.run.master.snapshot())
+        r.log.reset(self.master.log.last_seq, self.master.epoch)
+        self.handle(self.master_name, self.master.replica_restored(name, self.master.log.last_seq,
+                                                                    self.clock.now_ms()))
+
+    def workload_step(self, data) -> None:
+        step(self.run, data)
+        muts = self.run.mutations[self.mutations_seen:]
+        self.mutations_seen = len(self.run.mutations)
+        op = self.next_op
+        self.next_op += 1
+        self.handle(self.master_name, self.master.submit(op, muts))
+        if muts and op not in self.completed:
+            self.op_seq[op] = -1   # filled in at flush
+
+    def flush(self) -> None:
+        pending = [op for op, s in self.op_seq.items() if s == -1]
+        self.handle(self.master_name, self.master.flush(self.clock.now_ms()))
+        for op in pending:
+            self.op_seq[op] = self.master.log.last_seq
+
+    def deliver(self, count: int, reorder: bool) -> None:
+        now = self.clock.now_ms()
+        for _ in range(count):
+            item = self.net.take(reorder)
+            if item is None:
+                return
+            sender, to, frame = item
+            if to == self.master_name:
+                self.handle(to, self.master.on_frame(sender, frame, now))
+            else:
+                self.handle(to, self.replicas[to].on_frame(sender, frame, now))
+
+    def settle(self) -> None:
+        """Heal the network and let the protocol finish."""
+        self.net.drop = self.net.dup = 0.0
+        for _ in range(200):
+            self.flush()
+            self.deliver(10_000, reorder=False)
+            self.clock.advance(250)
+            self.handle(self.master_name, self.master.on_tick(self.clock.now_ms()))
+            if not self.net.in_flight and all(r.applied_seq == self.master.log.last_seq
+                                              for r in self.replicas.values()):
+                break
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(list(AckPolicy)), st.integers(2, 5))
+def test_lossy_stream_converges_and_never_completes_early(data, policy, n):
+    c = Cluster(data.draw(st.integers(0, 2**32), label="seed"), n, policy)
+    c.net.drop = data.draw(st.sampled_from((0.0, 0.1, 0.3)), label="drop")
+    c.net.dup = data.draw(st.sampled_from((0.0, 0.1)), label="dup")
+    reorder = data.draw(st.booleans(), label="reorder")
+    for _ in range(data.draw(st.integers(5, 50), label="steps")):
+        c.workload_step(data)
+        if data.draw(st.booleans(), label="flush"):
+            c.flush()
+        c.deliver(data.draw(st.integers(0, 6), label="deliver"), reorder)
+        if data.draw(st.integers(0, 4), label="tick") == 0:
+            c.clock.advance(300)
+            c.handle(c.master_name, c.master.on_tick(c.clock.now_ms()))
+    c.settle()
+    assert c.completed == set(range(c.next_op)), "every operation completes once the network heals"
+    for r in c.replicas.values():
+        assert_same_state(r.storage, c.run.master)
+    assert not c.rejected, c.rejected[:3]
+
+
+@SETTINGS
+@given(st.data())
+def test_replica_behind_the_log_gets_a_transfer_and_converges(data):
+    """A replica cut off while the log rolls past its position is caught up by state transfer."""
+    c = Cluster(data.draw(st.integers(0, 2**32)), 3, AckPolicy.ONE, log_limit=2_000)
+    c.handle(c.master_name, c.master.replica_disconnected("n3", c.clock.now_ms()))
+    for _ in range(40):
+        c.workload_step(data)
+        c.flush()
+        c.deliver(100, reorder=False)
+    dropped = [x for x in c.net.in_flight if x[1] == "n3"]
+    c.net.in_flight = [x for x in c.net.in_flight if x[1] != "n3"]   # n3 was unreachable
+    assert not dropped
+    c.handle(c.master_name, c.master.replica_connected("n3", c.clock.now_ms()))
+    c.settle()
+    if c.master.log.first_seq > 1:
+        assert c.transfers >= 1
+    assert c.completed == set(range(c.next_op))
+    for r in c.replicas.values():
+        assert_same_state(r.storage, c.run.master)
+
+
+def test_stale_epoch_and_foreign_batches_are_refused_without_effect():
+    r = ReplicaApplier(Storage(ManualClock(0), IdSource(1)), ReplicationLog())
+    r.view_changed("n1", 5)
+    before = r.storage.digest()
+    master = Storage(ManualClock(), IdSource(2))
+    _, muts = master.execute(CreateQueue(Namespace(), "q"))
+    blob = encode_many(muts)
+    for sender, frame in (("n1", Batch(4, 1, 4, blob)),     # a deposed master's epoch
+                          ("n2", Batch(5, 1, 5, blob)),     # not the master of the view
+                          ("n1", Batch(5, 1, 5, b"\x01garbage"))):  # undecodable
+        actions = r.on_frame(sender, frame, 0)
+        assert len(actions) == 1 and isinstance(actions[0], Rejected), actions
+    assert r.storage.digest() == before and r.applied_seq == 0
+    assert r.on_frame("n1", Batch(5, 1, 5, blob), 0) == [Send("n1", Ack(5, 1))]
+    assert r.storage.digest() == master.digest()
+
+
+def test_ack_policies_count_replicas():
+    assert [p.required(3) for p in AckPolicy] == [0, 1, 1, 2]
+    assert [p.required(5) for p in AckPolicy] == [0, 1, 2, 4]
+    assert [p.required(1) for p in AckPolicy] == [0, 0, 0, 0]
+
+
+def test_group_commit_puts_many_operations_in_one_batch():
+    log = ReplicationLog()
+    m = MasterReplicator("n1", 1, ["n1", "n2", "n3"], log)
+    master = Storage(ManualClock(), IdSource(2))
+    for op in range(100):
+        _, muts = master.execute(CreateQueue(Namespace(), f"q{op}"))
+        assert m.submit(op, muts) == []
+    for name in ("n2", "n3"):
+        m.replica_connected(name, 0)
+    actions = m.flush(0)
+    sends = [a for a in actions if isinstance(a, Send)]
+    assert len(sends) == 2 and log.last_seq == 1, "one batch, one frame per replica"
+    done = m.on_frame("n2", Ack(1, 1), 1)
+    assert done == [Complete(tuple(range(100)))]
