@@ -1,27 +1,50 @@
-"""``elasticmq-py serve``: run a server from the command line."""
+"""``elasticmq-py``: run a server, and look at or steer a running cluster.
+
+    elasticmq-py serve [--config FILE] [--host H] [--port P] ...
+    elasticmq-py status [--endpoint URL] [--json]
+    elasticmq-py step-down [--endpoint URL] [--secret S | --secret-file F | --config FILE]
+    elasticmq-py members add NAME --raft HOST:PORT [--stream HOST:PORT] [--endpoint URL] [secret]
+    elasticmq-py members remove NAME [--endpoint URL] [secret]
+
+The operator commands talk HTTP to a node's endpoint (its SQS port). The mutating ones need the
+cluster secret (sent in the X-Cluster-Secret header), given by --secret, --secret-file, the node's
+--config file, or the ELASTICMQ_PY_CLUSTER_SECRET environment variable; and the node accepts them
+only from the addresses in its ``admin-from`` (loopback by default).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
 import signal
 import sys
+import urllib.error
+import urllib.request
+from typing import Any, Callable
 
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
-from elasticmq_py.server import Server
+
+DEFAULT_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+SECRET_ENV = "ELASTICMQ_PY_CLUSTER_SECRET"
+SECRET_HEADER = "X-Cluster-Secret"   # elasticmq_py.admin.SECRET_HEADER (not imported: keep the CLI light)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticmq-py",
                                 description="An SQS-compatible, replicated in-memory message server.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    s = sub.add_parser("serve", aliases=["run"], help="run the SQS endpoint",
+
+    s = sub.add_parser("serve", aliases=["run"], help="run the SQS endpoint (a single node, or a cluster member)",
                        description="Run the SQS endpoint (JSON and Query protocols) with the "
-                                   "admin routes /health, /metrics and /cluster on the same port.")
+                                   "admin routes /health, /metrics and /cluster on the same port. "
+                                   "With a [cluster] section in --config, run as a cluster member: "
+                                   "only the active master answers SQS calls, the others answer 503.")
     s.add_argument("--config", metavar="FILE",
-                   help="TOML configuration file (host, port, account-id, region, limits, queues); "
-                        "flags override it")
+                   help="TOML configuration file (host, port, account-id, region, limits, queues, "
+                        "[cluster]); flags override it")
     s.add_argument("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     s.add_argument("--port", type=int, help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})")
     s.add_argument("--account-id", help="account id in queue URLs and ARNs (default 000000000000)")
@@ -30,15 +53,63 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     s.add_argument("--print-port", action="store_true",
                    help="print the bound port on stdout once listening (for --port 0)")
+
+    st = sub.add_parser("status", help="show a node's view of the cluster",
+                        description="Show the cluster as one node sees it: view, master, epoch, this "
+                                    "node's role and activity, quorum, and each peer's link state.")
+    _endpoint_arg(st)
+    st.add_argument("--json", action="store_true", help="print the raw GET /cluster JSON")
+
+    sd = sub.add_parser("step-down", help="make the master hand over to another member",
+                        description="Ask the master to stop serving and hand Raft leadership to the most "
+                                    "caught-up follower (operator-forced failover). There is no automatic "
+                                    "failback. Must be sent to the master's endpoint.")
+    _endpoint_arg(sd)
+    _secret_args(sd)
+
+    m = sub.add_parser("members", help="add or remove cluster members at runtime",
+                       description="Change the Raft configuration of a running cluster. Send to the "
+                                   "master's endpoint. A node being added must already be running with "
+                                   "a configuration that lists the current members and itself.")
+    msub = m.add_subparsers(dest="members_command", metavar="ACTION", required=True)
+    ma = msub.add_parser("add", help="add a member", description="Add a member to the running cluster.")
+    ma.add_argument("name", help="the new member's name")
+    ma.add_argument("--raft", required=True, metavar="HOST:PORT", help="the new member's Raft address")
+    ma.add_argument("--stream", metavar="HOST:PORT", help="the new member's mutation-stream address")
+    _endpoint_arg(ma)
+    _secret_args(ma)
+    mr = msub.add_parser("remove", help="remove a member", description="Remove a member from the running cluster.")
+    mr.add_argument("name", help="the member to remove")
+    _endpoint_arg(mr)
+    _secret_args(mr)
+
+    # More subcommands go here, each as sub.add_parser(NAME, ...) plus an entry in COMMANDS
+    # (below) naming the function that runs it, e.g.:
+    #     sub.add_parser("toxiproxy", help=...)      ->  COMMANDS["toxiproxy"] = _toxiproxy
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command not in ("serve", "run"):
-        build_parser().print_help()
-        return 2
+def _endpoint_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint", default=DEFAULT_ENDPOINT, metavar="URL",
+                   help=f"the node's endpoint (default {DEFAULT_ENDPOINT})")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the node (default 15)")
+
+
+def _secret_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--secret", help=f"the cluster secret (or set {SECRET_ENV})")
+    g.add_argument("--secret-file", metavar="FILE", help="read the cluster secret from FILE")
+    g.add_argument("--config", metavar="FILE", help="take the cluster secret from a node's TOML configuration")
+
+
+# -- serve --------------------------------------------------------------------------------------
+
+def _serve(args: argparse.Namespace) -> int:
+    from elasticmq_py.clustered import ClusterStartError
+    from elasticmq_py.server import Server
+
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
     try:
         base = Config.from_toml(args.config) if args.config else Config()
         config = base.with_overrides(host=args.host, port=args.port, account_id=args.account_id,
@@ -68,10 +139,174 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 2
+    except ClusterStartError as e:
+        print(f"elasticmq-py: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"elasticmq-py: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+# -- operator commands ----------------------------------------------------------------------------
+
+class CliError(Exception):
+    pass
+
+
+def _secret(args: argparse.Namespace) -> str:
+    if getattr(args, "secret", None):
+        return args.secret
+    if getattr(args, "secret_file", None):
+        try:
+            return open(args.secret_file, encoding="utf-8").read().strip()
+        except OSError as e:
+            raise CliError(f"cannot read the secret file: {e}") from None
+    if getattr(args, "config", None):
+        try:
+            cfg = Config.from_toml(args.config)
+        except ConfigError as e:
+            raise CliError(str(e)) from None
+        if cfg.cluster is None:
+            raise CliError(f"{args.config} has no [cluster] section, so no secret")
+        return cfg.cluster.cluster.secret
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV]
+    raise CliError(f"the cluster secret is needed: give --secret, --secret-file or --config, or set {SECRET_ENV}")
+
+
+def _call(args: argparse.Namespace, method: str, path: str, body: Any = None,
+          secret: str | None = None) -> tuple[int, Any]:
+    url = args.endpoint.rstrip("/") + path
+    if "://" not in url:
+        url = "http://" + url
+    headers = {"Content-Type": "application/json"}
+    if secret is not None:
+        headers[SECRET_HEADER] = secret
+    data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=args.timeout) as r:
+            raw, code = r.read(), r.status
+    except urllib.error.HTTPError as e:
+        raw, code = e.read(), e.code
+    except (OSError, ValueError) as e:
+        raise CliError(f"cannot reach {url}: {getattr(e, 'reason', e)}") from None
+    try:
+        return code, json.loads(raw or b"{}")
+    except ValueError:
+        raise CliError(f"{url} answered {code} with something that is not JSON: {raw[:200]!r}") from None
+
+
+def _status(args: argparse.Namespace) -> int:
+    code, st = _call(args, "GET", "/cluster")
+    if code != 200:
+        raise CliError(f"GET /cluster answered {code}: {st}")
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        print(format_status(st))
+    return 0
+
+
+def _mutate(args: argparse.Namespace, method: str, path: str, body: Any, done: Callable[[Any], str]) -> int:
+    code, reply = _call(args, method, path, body, secret=_secret(args))
+    if code == 200:
+        print(done(reply))
+        return 0
+    err = reply.get("error", reply) if isinstance(reply, dict) else reply
+    hint = ""
+    if code == 409 and isinstance(reply, dict) and reply.get("master"):
+        hint = f" (the master is {reply['master']}: send this to its endpoint)"
+    print(f"elasticmq-py: {method} {path} refused ({code}): {err}{hint}", file=sys.stderr)
+    return 1
+
+
+def _step_down(args: argparse.Namespace) -> int:
+    return _mutate(args, "POST", "/cluster/step-down", None,
+                   lambda r: "stepped down: another member takes over as master")
+
+
+def _members(args: argparse.Namespace) -> int:
+    if args.members_command == "add":
+        body = {"name": args.name, "raft": args.raft}
+        if args.stream:
+            body["stream"] = args.stream
+        return _mutate(args, "POST", "/cluster/members", body, lambda r: f"added {r.get('added')}")
+    return _mutate(args, "DELETE", f"/cluster/members/{args.name}", None, lambda r: f"removed {r.get('removed')}")
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """GET /cluster as a table a person can read."""
+    def yn(v: Any) -> str:
+        return "-" if v is None else ("yes" if v else "no")
+
+    def secs(v: Any) -> str:
+        return "-" if v is None else f"{v:.2f}s"
+
+    view = st.get("view") or {}
+    active = st.get("active")
+    lines = []
+    state = "ACTIVE (serving)" if active else f"inactive ({st.get('inactive_reason') or 'not serving'})"
+    lines.append(f"node      {st.get('node')}   cluster {st.get('cluster', '-')}   role {st.get('role')}   {state}")
+    if view:
+        lines.append(f"view      {view.get('view_id')}   master {view.get('master')}   epoch {view.get('epoch')}"
+                     f"   members {', '.join(view.get('members', []))}")
+    else:
+        lines.append("view      none installed yet")
+    extra = []
+    if "term" in st:
+        extra.append(f"term {st.get('term')}")
+    if "leader" in st:
+        extra.append(f"raft leader {st.get('leader') or '-'}")
+    extra.append(f"quorum {yn(st.get('quorum'))}")
+    if st.get("lease_remaining_s") is not None:
+        extra.append(f"lease {secs(st['lease_remaining_s'])}")
+    lines.append("          " + "   ".join(extra))
+    if st.get("configured") is not None:
+        reach = st.get("reachable")
+        lines.append(f"configured {', '.join(st['configured'])}"
+                     + (f"   reachable {', '.join(reach)}" if reach is not None else ""))
+    peers = st.get("peers") or {}
+    if peers:
+        rows = [("peer", "dial", "out", "in", "last rx", "last ack", "connects", "last error")]
+        for name, p in sorted(peers.items()):
+            out = p.get("out", "-")
+            if p.get("out_for_s") is not None:
+                out += f" {p['out_for_s']:.1f}s"
+            rows.append((name, str(p.get("dial", "-")), out, yn(p.get("in")), secs(p.get("last_rx_s_ago")),
+                         secs(p.get("last_ack_s_ago")), str(p.get("connects", "-")), str(p.get("last_error") or "")))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines.append("")
+        for r in rows:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    repl = st.get("replication") or {}
+    lines.append("")
+    lines.append(f"replication {'enabled' if repl.get('enabled') else 'disabled'}")
+    return "\n".join(lines)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _serve,
+    "run": _serve,
+    "status": _status,
+    "step-down": _step_down,
+    "members": _members,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = COMMANDS.get(args.command)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except CliError as e:
+        print(f"elasticmq-py: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -22,11 +22,42 @@ The file (all keys optional)::
     region = "eu-west-1"         # defaults to the server's region and account
     attributes = { ContentBasedDeduplication = true }
 
+    # Optional: run as a member of a cluster. Without this section the server is a single node.
+    # The keys are cluster/config.py's (the same types are used, nothing is re-declared here).
+    [cluster]
+    name = "orders"              # a peer announcing another cluster name is refused
+    self = "n1"                  # this node's name (default: node-name); becomes node-name
+    secret = "..."               # or secret-file = "secret.txt" (relative to this file)
+    history = "n1.history.jsonl" # optional JSON-lines history of views and activity
+    raft-bind = "0.0.0.0:20001"  # optional: where to listen for Raft, if not our own raft address
+    admin-from = ["127.0.0.1", "::1"]  # who may call the mutating admin routes (CIDRs allowed)
+
+    [[cluster.nodes]]
+    name = "n1"
+    raft = "127.0.0.1:20001"     # Raft listen address, and every peer's default dial address
+    stream = "127.0.0.1:20101"   # the mutation stream (the replication issue)
+
+    [[cluster.nodes]]
+    name = "n2"
+    raft = "127.0.0.1:20002"
+    stream = "127.0.0.1:20102"
+
+    [cluster.links."n1->n2"]     # per directed link: dial n2 through this address (a proxy)
+    raft = "127.0.0.1:25012"
+
+    [cluster.timing]             # cluster/config.py's Timing; the defaults suit a LAN
+    lease = 0.15
+
 Keys are checked: a misspelt key is an error, not a silently ignored setting.
+
+With [cluster], only the node that is *active* (the master of the current view, holding a quorum
+and a fresh lease) answers SQS calls; every other node answers with a retryable HTTP 503
+(ServiceUnavailable), and GET /health is 200 only on the active node.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -35,6 +66,9 @@ from typing import Any, Mapping
 
 from storage.commands import DEFAULT_ACCOUNT, DEFAULT_REGION
 from storage.limits import Limits, by_name
+
+from cluster.config import ConfigError as ClusterConfigError
+from cluster.config import NodeConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9324  # ElasticMQ's
@@ -70,9 +104,18 @@ class Config:
     node_name: str = "local"
     public_host: str | None = None
     queues: tuple[QueueSpec, ...] = ()
+    cluster: NodeConfig | None = None
+    # Sources allowed to call the mutating admin routes (POST/DELETE /cluster/...): addresses or
+    # networks. They also need the cluster secret in the X-Cluster-Secret header.
+    admin_from: tuple[str, ...] = ("127.0.0.1/32", "::1/128")
 
     def __post_init__(self) -> None:
         by_name(self.limits)  # raises on an unknown profile
+        for net in self.admin_from:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError:
+                raise ConfigError(f"admin-from: {net!r} is not an address or network") from None
 
     @property
     def limits_profile(self) -> Limits:
@@ -98,6 +141,7 @@ class Config:
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], source: str = "config") -> "Config":
         top = _Keys(doc, source)
+        top.seen.add("cluster")  # parsed below, by cluster/config.py
         queues = []
         for name, q in (top.table("queues") or {}).items():
             queues.append(_queue_spec(name, q, f"{source}: queues.{name}"))
@@ -112,6 +156,13 @@ class Config:
             queues=tuple(_creation_order(queues)),
         )
         top.done()
+        cluster_doc = doc.get("cluster")
+        if cluster_doc is not None:
+            base_dir = Path(source).parent if source != "config" else None
+            node, admin_from = _cluster_section(cluster_doc, cfg.node_name if "node-name" in doc else None,
+                                                f"{source}: cluster", base_dir)
+            cfg = replace(cfg, cluster=node, node_name=node.self_name,
+                          admin_from=admin_from if admin_from is not None else cfg.admin_from)
         return cfg
 
 
@@ -144,6 +195,46 @@ class _Keys:
         unknown = sorted(set(self.doc) - self.seen)
         if unknown:
             raise ConfigError(f"{self.where}: unknown key(s) {', '.join(unknown)}")
+
+
+_CLUSTER_KEYS = {"name", "self", "secret", "secret-file", "nodes", "links", "timing", "history",
+                 "raft-bind", "admin-from"}
+
+
+def _cluster_section(doc: Any, node_name: str | None, where: str,
+                     base_dir: Path | None) -> tuple[NodeConfig, tuple[str, ...] | None]:
+    """[cluster] -> cluster/config.py's NodeConfig (its parser and checks, under our key names)."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{where}: expected a table")
+    unknown = sorted(set(doc) - _CLUSTER_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_CLUSTER_KEYS))}")
+    self_name = doc.get("self", node_name)
+    if not self_name:
+        raise ConfigError(f"{where}: 'self' (this node's name) is required")
+    if node_name is not None and doc.get("self") not in (None, node_name):
+        raise ConfigError(f"{where}: self = {doc['self']!r} contradicts node-name = {node_name!r}")
+    translated: dict[str, Any] = {k: doc[k] for k in ("secret", "secret-file", "nodes", "links", "timing") if k in doc}
+    translated["self"] = self_name
+    if "name" in doc:
+        translated["cluster"] = doc["name"]
+    local = {k: doc[k] for k in ("history", "raft-bind") if k in doc}
+    if "history" in local and base_dir is not None and not Path(local["history"]).is_absolute():
+        local["history"] = str(base_dir / local["history"])
+    if local:
+        translated["node"] = local
+    try:
+        node = NodeConfig.from_dict(translated, base_dir=base_dir)
+    except (ClusterConfigError, OSError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+    admin_from = doc.get("admin-from")
+    if admin_from is not None:
+        if isinstance(admin_from, str):
+            admin_from = [admin_from]
+        if not isinstance(admin_from, list) or not all(isinstance(a, str) for a in admin_from):
+            raise ConfigError(f"{where}: admin-from must be a list of addresses or networks")
+        admin_from = tuple(admin_from)
+    return node, admin_from
 
 
 def _attr_value(v: Any) -> str:

@@ -20,6 +20,7 @@ from storage.errors import INTERNAL_ERROR, SqsError
 from storage.results import ReceiveMessageResult
 
 from elasticmq_py import metrics as metrics_mod
+from elasticmq_py.admin import ClusterAdmin, not_a_cluster
 from elasticmq_py.backend import Backend
 from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
@@ -40,17 +41,22 @@ class EndpointConfig:
 
 
 class Endpoint:
-    def __init__(self, backend: Backend, config: EndpointConfig = EndpointConfig()):
+    def __init__(self, backend: Backend, config: EndpointConfig = EndpointConfig(),
+                 admin: ClusterAdmin | None = None):
         self.backend = backend
         self.config = config
+        self.admin = admin
         self.model = sqs_model()
-        self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives)
+        self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives,
+                                           cluster=backend.cluster_status if admin is not None else None)
 
     # -- entry points ------------------------------------------------------------------------
 
     def handle(self, req: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if req.method == "GET" and req.path in _ADMIN:
             return _ADMIN[req.path](self, req)
+        if req.path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
+            return self.admin.handle(req) if self.admin is not None else not_a_cluster(req)
         return self._sqs(req)
 
     def reject(self, headers: dict[str, str], err: SqsError) -> HttpResponse:

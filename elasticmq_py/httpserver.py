@@ -60,7 +60,7 @@ def encode_response(resp: HttpResponse, keep_alive: bool) -> bytes:
 class HttpProtocol(asyncio.Protocol):
     __slots__ = ("endpoint", "max_body", "transport", "parser", "_url", "_headers", "_header_bytes",
                  "_body", "_body_len", "_queue", "_task", "_closing", "_paused_writing",
-                 "_rejected", "_registry", "last_active")
+                 "_rejected", "_registry", "last_active", "_peer")
 
     def __init__(self, endpoint: Endpoint, max_body: int, registry: set | None = None):
         self.endpoint = endpoint
@@ -73,6 +73,7 @@ class HttpProtocol(asyncio.Protocol):
         self._task: asyncio.Task | None = None
         self._closing = False
         self._paused_writing = False
+        self._peer: str | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -87,6 +88,9 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        get_info = getattr(transport, "get_extra_info", None)
+        peer = get_info("peername") if get_info is not None else None
+        self._peer = peer[0] if isinstance(peer, tuple) and peer else None
         if self._registry is not None:
             self._registry.add(self)
 
@@ -166,6 +170,7 @@ class HttpProtocol(asyncio.Protocol):
             query=query,
             headers=self._headers,
             body=b"".join(self._body) if len(self._body) != 1 else self._body[0],
+            peer=self._peer,
         )
         keep_alive = self.parser.should_keep_alive()
         if self._task is not None or self._queue:

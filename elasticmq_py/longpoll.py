@@ -49,6 +49,11 @@ class Waiters:
     def wake_all(self, key: QueueKey) -> None:
         self.wake(key, 1 << 30)
 
+    def wake_everyone(self) -> None:
+        """Every parked receive re-checks now (e.g. this node just stopped serving)."""
+        for key in list(self._by_key):
+            self.wake_all(key)
+
     def __bool__(self) -> bool:
         return bool(self._by_key)
 

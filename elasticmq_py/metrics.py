@@ -31,8 +31,50 @@ class _QueueCollector:
                                 value=self._waiting())
 
 
+class _ClusterCollector:
+    """Membership gauges from the node's cluster status (the same dict GET /cluster shows)."""
+
+    def __init__(self, status: Callable[[], dict]):
+        self._status = status
+
+    def collect(self):
+        st = self._status()
+        view = st.get("view") or None
+        yield GaugeMetricFamily("elasticmq_cluster_active",
+                                "1 if this node is the active master (serves SQS calls), else 0",
+                                value=1 if st.get("active") else 0)
+        yield GaugeMetricFamily("elasticmq_cluster_master", "1 if this node is the master of the current view",
+                                value=1 if view and view.get("master") == st.get("node") else 0)
+        yield GaugeMetricFamily("elasticmq_cluster_quorum", "1 if this node sees a quorum of the members",
+                                value=1 if st.get("quorum") else 0)
+        if view:
+            yield GaugeMetricFamily("elasticmq_cluster_view_id", "Id of the view installed on this node",
+                                    value=view["view_id"])
+            yield GaugeMetricFamily("elasticmq_cluster_epoch", "Epoch of the current view", value=view["epoch"])
+            yield GaugeMetricFamily("elasticmq_cluster_view_members", "Members of the current view",
+                                    value=len(view["members"]))
+        if st.get("term") is not None:
+            yield GaugeMetricFamily("elasticmq_cluster_raft_term", "This node's Raft term", value=st["term"])
+        if st.get("configured") is not None:
+            yield GaugeMetricFamily("elasticmq_cluster_configured_members", "Members in the Raft configuration",
+                                    value=len(st["configured"]))
+        link = GaugeMetricFamily("elasticmq_cluster_peer_link_up",
+                                 "1 if the link to/from the peer is connected (out: we dial it; in: it dialled us)",
+                                 labels=["peer", "direction"])
+        for peer, info in sorted((st.get("peers") or {}).items()):
+            link.add_metric([peer, "out"], 1 if info.get("out") == "up" else 0)
+            link.add_metric([peer, "in"], 1 if info.get("in") else 0)
+        yield link
+        raft = st.get("raft") or {}
+        if "auth_failures" in raft:
+            yield GaugeMetricFamily("elasticmq_cluster_auth_failures",
+                                    "Raft connections refused for a wrong cluster secret",
+                                    value=raft["auth_failures"])
+
+
 class Metrics:
-    def __init__(self, stats: Callable[[], dict], waiting: Callable[[], int]):
+    def __init__(self, stats: Callable[[], dict], waiting: Callable[[], int],
+                 cluster: Callable[[], dict] | None = None):
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Counter("elasticmq_requests", "SQS requests by action and outcome",
                                 ["action", "outcome"], registry=self.registry)
@@ -41,6 +83,8 @@ class Metrics:
         self.latency = Histogram("elasticmq_request_seconds", "SQS request latency by action",
                                  ["action"], buckets=_BUCKETS, registry=self.registry)
         self.registry.register(_QueueCollector(stats, waiting))
+        if cluster is not None:
+            self.registry.register(_ClusterCollector(cluster))
         # label lookups are cached: .labels() is the expensive part of an observation
         self._req: dict[tuple[str, str], object] = {}
         self._lat: dict[str, object] = {}

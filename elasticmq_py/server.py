@@ -14,7 +14,9 @@ from storage.errors import SqsError
 
 from cluster.clock import SystemClock
 
+from elasticmq_py.admin import ClusterAdmin
 from elasticmq_py.backend import Backend, LocalBackend
+from elasticmq_py.clustered import MembershipBackend
 from elasticmq_py.config import Config, ConfigError
 from elasticmq_py.endpoint import Endpoint, EndpointConfig
 from elasticmq_py.httpserver import HttpServer, serve
@@ -50,19 +52,31 @@ class Server:
 
     async def start_async(self) -> "Server":
         cfg = self.config
-        self.backend = self._backend or LocalBackend(SystemClock(), cfg.limits_profile,
-                                                     node_name=cfg.node_name)
+        backend = self._backend
+        if backend is None:
+            backend = LocalBackend(SystemClock(), cfg.limits_profile, node_name=cfg.node_name)
+            if cfg.cluster is not None:
+                backend = MembershipBackend(backend, cfg.cluster)
+        self.backend = backend
         await self.backend.start()
         try:
             await self._create_configured_queues()
         except BaseException:
             await self.backend.stop()
             raise
+        admin = None
+        if cfg.cluster is not None:
+            # the backend of a cluster member offers step_down / add_member / remove_member
+            admin = ClusterAdmin(self.backend, cfg.cluster.cluster.secret, cfg.admin_from)
         self.endpoint = Endpoint(self.backend, EndpointConfig(
             account_id=cfg.account_id, region=cfg.region,
-            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"))
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"), admin=admin)
         if self.listen:
-            self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes())
+            try:
+                self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes())
+            except BaseException:
+                await self.backend.stop()
+                raise
             self._port = self._server.port
             log.info("elasticmq-py listening on %s", self.endpoint_url)
         return self
@@ -86,8 +100,11 @@ class Server:
             await self._create(ns, spec.name, attrs, dict(spec.tags))
 
     async def _create(self, ns: Namespace, name: str, attrs: dict, tags: dict) -> None:
+        # A cluster member creates its configured queues in its own storage whether or not it is
+        # the master: every member starts from the same configuration.
+        target = getattr(self.backend, "local", self.backend)
         try:
-            await self.backend.execute(CreateQueue(ns, name, attrs, tags))
+            await target.execute(CreateQueue(ns, name, attrs, tags))
         except SqsError as e:
             raise ConfigError(f"queue {name} ({ns.region}/{ns.account}): {e.code}: {e.message}") from None
 

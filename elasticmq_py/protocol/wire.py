@@ -14,6 +14,7 @@ class HttpRequest:
     query: bytes                      # raw query string, b"" if none
     headers: dict[str, str]           # names lower-cased; repeated headers joined with ","
     body: bytes
+    peer: str | None = None           # the client's IP address, when known (admin access checks)
 
 
 @dataclass(frozen=True, slots=True)

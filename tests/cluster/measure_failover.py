@@ -49,8 +49,10 @@ def _summary(xs: list[float]) -> dict[str, float]:
             "max_s": round(max(xs), 4), "min_s": round(min(xs), 4)} if xs else {"n": 0}
 
 
-def run(trials: int, workdir: Path) -> dict:
-    c = Cluster(workdir, ALL)
+def run(trials: int, workdir: Path, cls: type[Cluster] = Cluster) -> dict:
+    """`cls` picks the node processes: Cluster (python -m cluster.node, membership only) or
+    tests.cluster.servers.ServerCluster (elasticmq-py serve with a [cluster] section)."""
+    c = cls(workdir, ALL)
     kill_times: list[float] = []
     stop_inactive: list[float] = []
     stop_new_active: list[float] = []
@@ -92,6 +94,7 @@ def run(trials: int, workdir: Path) -> dict:
     check_single_master(c.histories(), c.kills)
     return {
         "trials": trials,
+        "nodes": "elasticmq-py serve" if cls is not Cluster else "python -m cluster.node",
         "timing": {k: getattr(c.timing, k) for k in ("heartbeat", "election_min", "election_max",
                                                       "vote_guard", "lease", "leader_fallback")},
         "kill_to_new_active": _summary(kill_times),
@@ -107,9 +110,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--out", help="write the full result as JSON here")
+    p.add_argument("--servers", action="store_true", help="measure elasticmq-py servers, not bare membership nodes")
     args = p.parse_args()
+    cls = Cluster
+    if args.servers:
+        from tests.cluster.servers import ServerCluster
+        cls = ServerCluster
     with tempfile.TemporaryDirectory(prefix="failover-") as d:
-        result = run(args.trials, Path(d))
+        result = run(args.trials, Path(d), cls)
     raw = result.pop("raw")
     print(json.dumps(result, indent=2))
     if args.out:

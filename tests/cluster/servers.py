@@ -1,0 +1,99 @@
+"""The product as cluster members: `elasticmq-py serve --config` processes on loopback.
+
+`ServerCluster` is harness.Cluster with the node process swapped: each node is a full SQS server
+with a [cluster] section, and its "admin" address is the SQS endpoint itself (GET /cluster there
+reports the same status as cluster/node.py's admin port), so every harness helper — status(),
+stable_master(), kill/SIGSTOP, proxies, the history checks — works unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from cluster.config import Timing
+from tests.cluster.harness import REPO, Cluster, Proc, _readline
+
+SECRET_HEADER = "X-Cluster-Secret"
+
+
+def _s(v: Any) -> str:
+    return json.dumps(v)  # a JSON string literal is a valid TOML basic string for what we write
+
+
+def server_toml(cluster: Cluster, name: str) -> str:
+    """The elasticmq-py TOML for one node of `cluster` (the same members/links/timing/secret)."""
+    cfg = cluster.config_for(name)
+    c = cfg.cluster
+    out = ["host = \"127.0.0.1\"", "port = 0", "", "[cluster]", f"name = {_s(c.name)}", f"self = {_s(name)}",
+           f"secret = {_s(c.secret)}", f"history = {_s(cfg.history_path)}", ""]
+    for n in c.nodes:
+        out += ["[[cluster.nodes]]", f"name = {_s(n.name)}", f"raft = {_s(str(n.raft_addr))}"]
+        if n.stream_addr is not None:
+            out.append(f"stream = {_s(str(n.stream_addr))}")
+        out.append("")
+    for (src, dst), link in c.links.items():
+        if link.raft is not None:
+            out += [f"[cluster.links.\"{src}->{dst}\"]", f"raft = {_s(str(link.raft))}", ""]
+    out.append("[cluster.timing]")
+    for f in fields(Timing):
+        out.append(f"{f.name.replace('_', '-')} = {getattr(c.timing, f.name)!r}")
+    return "\n".join(out) + "\n"
+
+
+class ServerCluster(Cluster):
+    def config_path(self, name: str) -> Path:
+        return self.tmp / f"{name}.toml"
+
+    def start(self, name: str, timeout: float = 15.0) -> None:
+        path = self.config_path(name)
+        path.write_text(server_toml(self, name))
+        err = open(self.tmp / f"{name}.log", "ab")
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        p = subprocess.Popen([sys.executable, "-m", "elasticmq_py", "serve", "--config", str(path),
+                              "--print-port", "--log-level", "INFO"],
+                             stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
+        line = _readline(p, timeout)
+        if not line.isdigit():
+            p.kill()
+            p.wait(5)
+            raise RuntimeError(f"{name} did not start: {line!r}; see {self.tmp / (name + '.log')}")
+        self.procs[name] = Proc(name, p, f"127.0.0.1:{line}")
+
+    def url(self, name: str) -> str:
+        return f"http://{self.procs[name].admin}"
+
+    def health(self, name: str, timeout: float = 2.0) -> int | None:
+        try:
+            with urllib.request.urlopen(self.url(name) + "/health", timeout=timeout) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return None
+
+    def request(self, name: str, method: str, path: str, body: dict | None = None,
+                timeout: float = 10.0, secret: str | None = "default") -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
+        headers = {}
+        if secret is not None:
+            headers[SECRET_HEADER] = self.secret if secret == "default" else secret
+        req = urllib.request.Request(self.url(name) + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def sqs(self, name: str, **config: Any):
+        import boto3
+        from botocore.config import Config
+        return boto3.client("sqs", endpoint_url=self.url(name), region_name="us-east-1",
+                            aws_access_key_id="x", aws_secret_access_key="x",
+                            config=Config(**config))

@@ -1,0 +1,156 @@
+"""The product as a cluster: `elasticmq-py serve --config` processes with a [cluster] section.
+
+Only the active master answers SQS calls (the others answer a retryable 503, never a success);
+/health follows activity; kill -9, SIGSTOP, step-down and runtime membership changes move the
+master; the CLI shows and steers it. The fixture also checks every node's history: identical view
+sequences, never two active masters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from botocore.exceptions import ClientError
+
+from elasticmq_py import cli
+from tests.cluster.harness import REPO
+from tests.cluster.servers import ServerCluster
+
+pytestmark = pytest.mark.slow
+
+THREE = ["n1", "n2", "n3"]
+
+
+def _health_is(c: ServerCluster, active: str, names: list[str]):
+    def pred() -> bool:
+        return all(c.health(n) == (200 if n == active else 503) for n in names)
+    return pred
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", *argv], capture_output=True, text=True,
+                       cwd=str(REPO), timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
+    c = make_cluster(THREE, cls=ServerCluster)
+    c.start_all()
+    master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
+    c.wait_for("/health is 200 on the master only", _health_is(c, master, THREE), 5)
+    others = [n for n in THREE if n != master]
+
+    # The active master serves SQS.
+    sqs = c.sqs(master)
+    url = sqs.create_queue(QueueName="orders")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=url).get("Messages", [])] == ["hello"]
+
+    # A non-active node never answers with a success: a 503 ServiceUnavailable, which the SDK
+    # retries (RetryAttempts > 0 shows botocore classified it as retryable).
+    bad = c.sqs(others[0], retries={"mode": "standard", "total_max_attempts": 2})
+    for call in (lambda: bad.send_message(QueueUrl=url, MessageBody="x"),
+                 lambda: bad.receive_message(QueueUrl=url, WaitTimeSeconds=1),
+                 lambda: bad.list_queues()):
+        with pytest.raises(ClientError) as ei:
+            call()
+        err = ei.value.response
+        assert err["Error"]["Code"] == "ServiceUnavailable", err
+        assert err["ResponseMetadata"]["HTTPStatusCode"] == 503
+        assert err["ResponseMetadata"]["RetryAttempts"] == 1
+
+    # GET /cluster, /metrics and the CLI's status table.
+    st = c.status(others[1])
+    assert st["master"] == master and st["active"] is False and st["role"] == "follower"
+    assert set(st["peers"]) == set(THREE) - {others[1]} and all(p["out"] == "up" for p in st["peers"].values())
+    with urllib.request.urlopen(c.url(master) + "/metrics") as r:
+        metrics = r.read().decode()
+    assert "elasticmq_cluster_active 1.0" in metrics
+    assert f"elasticmq_cluster_view_id {float(st['view']['view_id'])}" in metrics
+    assert f'elasticmq_cluster_peer_link_up{{direction="out",peer="{others[0]}"}} 1.0' in metrics
+    code, out, err = _cli("status", "--endpoint", c.url(others[0]))
+    assert code == 0, err
+    assert f"master {master}" in out and "inactive" in out and "members n1, n2, n3" in out, out
+    for peer in (master, others[1]):
+        assert any(line.startswith(peer) and " up " in line for line in out.splitlines()), out
+    assert cli.main(["status", "--json", "--endpoint", c.url(master)]) == 0
+    assert json.loads(capsys.readouterr().out)["active"] is True
+
+    # Mutating admin calls need the secret; only the master can step down.
+    assert c.request(master, "POST", "/cluster/step-down", secret=None)[0] == 401
+    assert c.request(master, "POST", "/cluster/step-down", secret="wrong")[0] == 401
+    assert c.request(others[0], "POST", "/cluster/step-down")[0] == 409
+    assert c.status(master)["active"], "a refused call changes nothing"
+
+    # Operator-forced failover through the CLI.
+    assert cli.main(["step-down", "--endpoint", c.url(master), "--secret-file", _secret_file(c)]) == 0
+    new = c.wait_for("another master", c.stable_master(members=set(THREE)), 10)
+    assert new != master
+    c.wait_for("/health follows the master", _health_is(c, new, THREE), 5)
+
+    # kill -9 the active node: another becomes active and healthy.
+    c.kill(new)
+    rest = [n for n in THREE if n != new]
+    third = c.wait_for("a master among the survivors", c.stable_master(among=rest, members=set(rest)), 10)
+    c.wait_for("/health 200 on the survivor master", _health_is(c, third, rest), 5)
+    fresh = c.sqs(third)
+    fresh.create_queue(QueueName="after-failover")
+
+
+def _secret_file(c: ServerCluster) -> str:
+    path = c.tmp / "secret.txt"
+    path.write_text(c.secret + "\n")
+    return str(path)
+
+
+def test_members_add_and_remove_through_the_cli(make_cluster):
+    c = make_cluster(["n1", "n2", "n3", "n4"], cls=ServerCluster)
+    for n in THREE:
+        c.cluster_for[n] = THREE   # n4 knows them all; they learn of n4 only when it is added
+    for n in THREE:
+        c.start(n)
+    master = c.wait_for("first master", c.stable_master(members=set(THREE)), 15)
+    c.start("n4")
+    spec = next(s for s in c.specs if s.name == "n4")
+    argv = ["n4", "--raft", str(spec.raft_addr), "--stream", "127.0.0.1:9", "--endpoint", c.url(master),
+            "--config", str(c.config_path(master))]
+    assert cli.main(["members", "add", *argv]) == 0
+    m = c.wait_for("a view with n4", c.stable_master(members={"n1", "n2", "n3", "n4"}), 15)
+    assert c.status(m)["configured"] == ["n1", "n2", "n3", "n4"]
+    assert c.status("n4")["view"]["members"] == ["n1", "n2", "n3", "n4"]
+    assert c.health("n4") == (200 if m == "n4" else 503)
+    code, _, err = _cli("members", "remove", "n4", "--endpoint", c.url(m), "--secret", c.secret)
+    assert code == 0, err
+    m2 = c.wait_for("a view without n4", c.stable_master(among=THREE, members=set(THREE)), 15)
+    assert c.status(m2)["configured"] == THREE
+    # a refused change reports why, and exits non-zero
+    assert cli.main(["members", "remove", "n4", "--endpoint", c.url("n1"), "--secret", "wrong"]) == 1
+
+
+def test_five_servers_kill_and_sigstop(make_cluster):
+    names = ["n1", "n2", "n3", "n4", "n5"]
+    c = make_cluster(names, cls=ServerCluster)
+    c.start_all()
+    first = c.wait_for("first master", c.stable_master(members=set(names)), 15)
+    c.kill(first)
+    four = [n for n in names if n != first]
+    second = c.wait_for("master after kill -9", c.stable_master(among=four, members=set(four)), 10)
+    c.wait_for("/health follows", _health_is(c, second, four), 5)
+
+    stopped_at = time.time()
+    c.sigstop(second)
+    three = [n for n in four if n != second]
+    third = c.wait_for("master after SIGSTOP", c.stable_master(among=three, members=set(three)), 10)
+    time.sleep(max(0.0, c.timing.leader_fallback + 0.2 - (time.time() - stopped_at)))
+    c.sigcont(second)
+    # resumed, the old master is inactive and answers 503 from its first request on
+    assert c.health(second) == 503
+    c.wait_for("the old master rejoins as a replica", c.stable_master(among=four, members=set(four)), 10)
+    assert c.health(second) == 503 and c.status(second)["active"] is False
+    deact = [e["ts"] for e in c.history(second) if e["event"] == "deactivated" and e["ts"] >= stopped_at - 1]
+    act = [e["ts"] for e in c.history(third) if e["event"] == "activated" and e["ts"] > stopped_at]
+    assert deact and act and deact[0] < act[0], (deact, act)
