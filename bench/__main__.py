@@ -51,7 +51,13 @@ def endpoint(quick: bool) -> dict:
     return endpoint_bench.suite(quick)
 
 
-SUITES = {"storage": storage, "endpoint": endpoint}
+def failover(quick: bool) -> dict:
+    from bench import failover_bench  # imported here: it starts real cluster processes
+
+    return failover_bench.suite(quick)
+
+
+SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover}
 
 
 def main(argv: list[str] | None = None) -> int:
