@@ -26,6 +26,7 @@ import urllib.request
 from typing import Any, Callable
 
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
+from elasticmq_py.toxiproxy import cli as toxiproxy_cli
 
 DEFAULT_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 SECRET_ENV = "ELASTICMQ_PY_CLUSTER_SECRET"
@@ -83,9 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     _endpoint_arg(mr)
     _secret_args(mr)
 
+    toxiproxy_cli.add_parser(sub)
     # More subcommands go here, each as sub.add_parser(NAME, ...) plus an entry in COMMANDS
-    # (below) naming the function that runs it, e.g.:
-    #     sub.add_parser("toxiproxy", help=...)      ->  COMMANDS["toxiproxy"] = _toxiproxy
+    # (below) naming the function that runs it.
     return p
 
 
@@ -292,6 +293,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _status,
     "step-down": _step_down,
     "members": _members,
+    "toxiproxy": toxiproxy_cli.run,
 }
 
 
