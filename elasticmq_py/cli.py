@@ -19,13 +19,13 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import sys
 import urllib.error
 import urllib.request
 from typing import Any, Callable
 
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
+from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
 
 DEFAULT_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
@@ -120,21 +120,12 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     server = Server(config=config)
 
-    async def run() -> None:
-        await server.start_async()
+    def started() -> None:
         if args.print_port:
             print(server.port, flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await stop.wait()
-        finally:
-            await server.stop_async()
 
     try:
-        asyncio.run(run())
+        asyncio.run(run_until_signalled(server.start_async, server.stop_async, started))
     except KeyboardInterrupt:
         pass
     except ConfigError as e:

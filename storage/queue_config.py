@@ -168,7 +168,7 @@ def parse_redrive_policy(value: str) -> RedrivePolicy:
         raise bad("Invalid value for deadLetterTargetArn.")
     extra = set(doc) - {"deadLetterTargetArn", "maxReceiveCount"}
     if extra:
-        raise bad(f"Only following attributes are supported: [deadLetterTargetArn, maxReceiveCount].")
+        raise bad("Only following attributes are supported: [deadLetterTargetArn, maxReceiveCount].")
     try:
         n = int(count) if not isinstance(count, bool) else None
     except (TypeError, ValueError):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
+from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy.proxy import DEFAULT_BUFFER_SIZE
 
 DESCRIPTION = ("Run a server for the Toxiproxy HTTP API: TCP proxies with injectable faults "
@@ -50,21 +50,12 @@ def run(args: argparse.Namespace) -> int:
     server = ToxiproxyServer(args.host, args.port, config=args.config, seed=args.seed,
                              buffer_size=args.buffer_size)
 
-    async def serve() -> None:
-        await server.start()
+    def started() -> None:
         if args.print_port:
             print(server.port, flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await stop.wait()
-        finally:
-            await server.stop()
 
     try:
-        asyncio.run(serve())
+        asyncio.run(run_until_signalled(server.start, server.stop, started))
     except KeyboardInterrupt:
         pass
     except ApiError as e:

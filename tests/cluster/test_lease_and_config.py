@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cluster.config import Address, ClusterConfig, ConfigError, LinkAddrs, NodeConfig, NodeSpec, Timing
+from cluster.config import Address, ConfigError, NodeConfig, Timing
 from cluster.lease import LeaseTracker, VoteGuard, majority
 
 

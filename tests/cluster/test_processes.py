@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.cluster.harness import Cluster, active_intervals
+from tests.cluster.harness import Cluster
 
 pytestmark = pytest.mark.slow
 

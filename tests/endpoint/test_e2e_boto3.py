@@ -160,6 +160,7 @@ def test_dead_letter_queue_and_redrive(sqs):
     assert "Messages" not in sqs.receive_message(QueueUrl=src)
     moved = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"], VisibilityTimeout=0)["Messages"]
     assert moved[0]["Body"] == "poison"
+    assert moved[0]["Attributes"]["DeadLetterQueueSourceArn"] == src_arn
     handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
     assert handle
     deadline = time.monotonic() + 5

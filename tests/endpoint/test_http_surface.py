@@ -8,7 +8,6 @@ import time
 import urllib.request
 from urllib.parse import urlencode
 
-import pytest
 
 NS = "http://queue.amazonaws.com/doc/2012-11-05/"
 
