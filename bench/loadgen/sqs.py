@@ -330,7 +330,9 @@ class Plan:
                 good.append((f"bad{n}", handle))
         return good
 
-    def _receive_delete(self, i: int, stats: Stats):
+    def _received(self, stats: Stats):
+        """Receive until an answer parses: its messages, or None once the queue is drained
+        (nothing comes back within the run: the visibility timeout is long)."""
         api = self.api
         while True:
             status, body = yield self.receive
@@ -344,7 +346,15 @@ class Plan:
                 continue
             if not msgs:
                 stats.empty_receives += 1
-                return  # drained: nothing comes back within the run (long visibility timeout)
+                return None
+            return msgs
+
+    def _receive_delete(self, i: int, stats: Stats):
+        api = self.api
+        while True:
+            msgs = yield from self._received(stats)
+            if msgs is None:
+                return
             entries = self._check_received(msgs, stats)
             if not entries:
                 continue
@@ -371,17 +381,8 @@ class Plan:
     def _receive_delete_single(self, i: int, stats: Stats):
         api = self.api
         while True:
-            status, body = yield self.receive
-            if status != 200:
-                stats.error(api.error_kind(status, body))
-                continue
-            try:
-                msgs = api.parse_receive(body)
-            except Exception:
-                stats.error("unparseable_receive_response")
-                continue
-            if not msgs:
-                stats.empty_receives += 1
+            msgs = yield from self._received(stats)
+            if msgs is None:
                 return
             for eid, handle in self._check_received(msgs, stats):
                 status, body = yield api.delete(handle)
