@@ -65,6 +65,10 @@ class Resend:
 
 Frame = Batch | Ack | Resend
 
+# Every frame type that crosses the network, in a fixed order: the transport's wire tags are
+# positions in this tuple, so append new types at the end and never reorder.
+FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend)
+
 
 # --- actions --------------------------------------------------------------------------------
 
