@@ -24,8 +24,10 @@ from storage.codec import encode_many
 
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.messages import (
-    Ack, Action, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Resend, Send, Throttle,
+    Ack, Action, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Resend, Send, Synced, SyncRequest,
+    SyncStatus, Throttle,
 )
+from cluster.replication.sync import Position, is_prefix_of
 
 
 @dataclass
@@ -36,6 +38,7 @@ class ReplicaProgress:
     sent: int = 0           # highest seq sent since the last (re)connection or resend
     last_progress_ms: int = 0
     needs_transfer: bool = False
+    positioned: bool = False  # its log position is known to be a prefix of ours (or it awaits a transfer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,7 @@ class MasterReplicator:
                     self._waiting[policy].append((seq, op_id))
             frame = Batch(self.epoch, seq, self.epoch, blob)
             for r in self.replicas.values():
-                if r.connected and not r.needs_transfer and r.sent == seq - 1:
+                if r.connected and r.positioned and not r.needs_transfer and r.sent == seq - 1:
                     actions.append(Send(r.name, frame))
                     r.sent = seq
         actions.extend(self._completions())
@@ -113,6 +116,11 @@ class MasterReplicator:
                 r.last_progress_ms = now_ms
             r.connected = True
             return self._completions() + self._flow_control(now_ms)
+        if isinstance(frame, SyncStatus):
+            if frame.epoch != self.epoch:
+                return [Rejected(sender, f"sync status for epoch {frame.epoch}, ours is {self.epoch}")]
+            r.connected = True
+            return self._position(r, Position(frame.last_seq, frame.last_epoch, frame.first_seq), now_ms)
         if isinstance(frame, Resend):
             if frame.epoch != self.epoch:
                 return [Rejected(sender, f"resend for epoch {frame.epoch}, ours is {self.epoch}")]
@@ -123,8 +131,12 @@ class MasterReplicator:
     def on_tick(self, now_ms: int) -> list[Action]:
         actions: list[Action] = []
         for r in self.replicas.values():
-            if (r.connected and not r.needs_transfer and r.acked < self.log.last_seq
-                    and now_ms - r.last_progress_ms >= self.limits.resend_after_ms):
+            if not r.connected or r.needs_transfer or now_ms - r.last_progress_ms < self.limits.resend_after_ms:
+                continue
+            if not r.positioned:
+                r.last_progress_ms = now_ms
+                actions.append(Send(r.name, SyncRequest(self.epoch)))
+            elif r.acked < self.log.last_seq:
                 r.last_progress_ms = now_ms  # one go-back-N burst per silence, not one per tick
                 actions.extend(self._send_from(r, r.acked + 1, now_ms))
         actions.extend(self._flow_control(now_ms))
@@ -136,6 +148,10 @@ class MasterReplicator:
             return []
         r.connected = True
         r.last_progress_ms = now_ms
+        if not r.positioned:
+            # Never stream to a member before knowing where its log ends: one holding a deposed
+            # master's tail would take our batches for duplicates of its own.
+            return [Send(name, SyncRequest(self.epoch))]
         r.sent = r.acked
         return self._send_from(r, r.acked + 1, now_ms)
 
@@ -151,8 +167,36 @@ class MasterReplicator:
         if r is None:
             return []
         r.needs_transfer = False
-        r.acked = max(r.acked, seq)
+        r.positioned = True
+        r.acked = seq
         return self.replica_connected(name, now_ms)
+
+    def adopt_sync(self, synced: Synced, now_ms: int) -> list[Action]:
+        """Start streaming from the positions the master-change sync found."""
+        actions: list[Action] = []
+        for name, seq in synced.positions:
+            r = self.replicas.get(name)
+            if r is not None:
+                r.positioned, r.acked, r.connected = True, seq, True
+                actions.extend(self.replica_connected(name, now_ms))
+        for name in synced.divergent:
+            r = self.replicas.get(name)
+            if r is not None:
+                r.positioned, r.needs_transfer, r.connected = True, True, True
+                actions.append(NeedsTransfer(name))
+        return actions
+
+    def _position(self, r: ReplicaProgress, pos: Position, now_ms: int) -> list[Action]:
+        if r.positioned:
+            return []   # already streaming to it, or a transfer is under way
+        r.positioned = True
+        if is_prefix_of(pos, self.log):
+            r.acked = pos.last_seq
+            r.sent = pos.last_seq
+            r.last_progress_ms = now_ms
+            return self._send_from(r, pos.last_seq + 1, now_ms) + self._completions()
+        r.needs_transfer = True
+        return [NeedsTransfer(r.name)]
 
     def view_changed(self, members: Iterable[str]) -> list[Action]:
         self.members = tuple(sorted(members))

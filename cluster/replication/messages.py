@@ -63,11 +63,46 @@ class Resend:
     from_seq: int
 
 
-Frame = Batch | Ack | Resend
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """New master -> member: report your log position. Answering adopts ``epoch``, after which
+    the member refuses the deposed master's frames."""
+
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStatus:
+    """Member -> new master: the last entry of my log."""
+
+    epoch: int
+    last_seq: int
+    last_epoch: int
+    first_seq: int       # the oldest entry still held (last_seq + 1 when none)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """New master -> the most advanced member: send me your entries from ``from_seq`` on."""
+
+    epoch: int
+    from_seq: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchMiss:
+    """Member -> new master: I no longer hold ``from_seq`` (only a snapshot can help)."""
+
+    epoch: int
+    from_seq: int
+
+
+Frame = Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
-FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend)
+FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss)
 
 
 # --- actions --------------------------------------------------------------------------------
@@ -100,6 +135,27 @@ class Throttle:
 
 
 @dataclass(frozen=True, slots=True)
+class TransferFrom:
+    """The new master's own log diverges from the most advanced member's: take its snapshot."""
+
+    holder: str
+
+
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """The new master holds everything a majority acknowledged and may serve.
+
+    ``positions`` are the members whose logs are a prefix of the master's (stream to them from
+    there); ``divergent`` members hold entries no majority acknowledged and must be reset by
+    state transfer."""
+
+    epoch: int
+    last_seq: int
+    positions: tuple[tuple[str, int], ...]
+    divergent: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Rejected:
     """A frame refused (stale epoch, not from the master, undecodable): log it, never crash."""
 
@@ -107,4 +163,4 @@ class Rejected:
     reason: str
 
 
-Action = Send | Complete | NeedsTransfer | Throttle | Rejected
+Action = Send | Complete | NeedsTransfer | Throttle | Rejected | TransferFrom | Synced

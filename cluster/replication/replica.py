@@ -4,19 +4,25 @@ It accepts batches only from the master of its current view and only for that vi
 (stale-epoch traffic from a deposed master is refused, which fences it), applies them strictly in
 log order, keeps them in its own log (a future master may pull them), and acks cumulatively.
 A duplicate is re-acked, a gap is answered with one resend request per missing position, and an
-undecodable batch is refused without touching the state.
+undecodable batch is refused without touching the state. It also answers a new master's
+master-change sync (its log position, and entries from its log: see sync.py).
 """
 
 from __future__ import annotations
 
 import logging
+import typing
 
 from storage import Storage
 from storage.codec import CodecError, decode_many
 from storage.mutations import Mutation
 
 from cluster.replication.log import Entry, ReplicationLog
-from cluster.replication.messages import Ack, Action, Batch, Rejected, Resend, Send
+from cluster.replication.messages import (
+    Ack, Action, Batch, Fetch, FetchMiss, Rejected, Resend, Send, SyncRequest, SyncStatus,
+)
+
+MUTATION_TYPES: tuple[type, ...] = typing.get_args(Mutation)
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +47,24 @@ class ReplicaApplier:
         return []
 
     def on_frame(self, sender: str, frame: object, now_ms: int) -> list[Action]:
+        if isinstance(frame, SyncRequest):
+            # A new master takes office: adopt its epoch (which fences the deposed one) and
+            # report where our log ends.
+            if frame.epoch < self.epoch or (frame.epoch == self.epoch and self.master not in (None, sender)):
+                return [Rejected(sender, f"sync request for epoch {frame.epoch}; we are in {self.epoch} "
+                                         f"under {self.master}")]
+            self.master, self.epoch = sender, frame.epoch
+            self._asked_from = 0
+            return [Send(sender, answer_sync(self.log, self.epoch, frame))]  # type: ignore[arg-type]
+        if sender != self.master or getattr(frame, "epoch", None) != self.epoch:
+            return [Rejected(sender, f"{type(frame).__name__} from {sender} in epoch "
+                                     f"{getattr(frame, 'epoch', None)}; the master is {self.master} "
+                                     f"in epoch {self.epoch}")]
+        if isinstance(frame, Fetch):
+            answer = answer_sync(self.log, self.epoch, frame)
+            return [Send(sender, a) for a in (answer if isinstance(answer, list) else [answer])]  # type: ignore[union-attr]
         if not isinstance(frame, Batch):
             return [Rejected(sender, f"unexpected frame {type(frame).__name__}")]
-        if sender != self.master or frame.epoch != self.epoch:
-            return [Rejected(sender, f"batch from {sender} in epoch {frame.epoch}; the master is "
-                                     f"{self.master} in epoch {self.epoch}")]
         applied = self.log.last_seq
         if frame.seq <= applied:
             return [Send(sender, Ack(self.epoch, applied))]
@@ -54,13 +73,40 @@ class ReplicaApplier:
                 return []
             self._asked_from = applied + 1
             return [Send(sender, Resend(self.epoch, applied + 1))]
-        try:
-            mutations: list[Mutation] = decode_many(frame.mutations)
-        except CodecError as err:
-            return [Rejected(sender, f"undecodable batch {frame.seq}: {err}")]
-        apply = self.storage.apply
-        for m in mutations:
-            apply(m)
-        self.log.append(Entry(frame.seq, frame.written_epoch, frame.mutations, now_ms))
+        rejected = apply_entry(self.storage, self.log, frame, now_ms)
+        if rejected:
+            return [Rejected(sender, rejected)]
         self._asked_from = 0
         return [Send(sender, Ack(self.epoch, frame.seq))]
+
+    def restored(self, last_seq: int, last_epoch: int) -> None:
+        """A state transfer replaced the storage: the log restarts at the snapshot's position."""
+        self.log.reset(last_seq, last_epoch)
+        self._asked_from = 0
+
+
+def apply_entry(storage: Storage, log_: ReplicationLog, frame: Batch, now_ms: int) -> str | None:
+    """Decode and apply one batch in log order and keep it in the log; the reason if refused.
+
+    The whole batch is decoded before anything is applied, so garbage never half-applies."""
+    try:
+        mutations: list[Mutation] = decode_many(frame.mutations, expect=MUTATION_TYPES)
+    except CodecError as err:
+        return f"undecodable batch {frame.seq}: {err}"
+    apply = storage.apply
+    for m in mutations:
+        apply(m)
+    log_.append(Entry(frame.seq, frame.written_epoch, frame.mutations, now_ms))
+    return None
+
+
+def answer_sync(log: ReplicationLog, epoch: int, frame: object) -> Action | list[Action] | None:
+    """A member's answers to a new master's sync requests."""
+    if isinstance(frame, SyncRequest):
+        return SyncStatus(epoch, log.last_seq, log.last_epoch, log.first_seq)
+    if isinstance(frame, Fetch):
+        entries = log.since(frame.from_seq, frame.limit)
+        if not entries:
+            return FetchMiss(epoch, frame.from_seq)
+        return [Batch(epoch, e.seq, e.written_epoch, e.mutations) for e in entries]  # type: ignore[return-value]
+    return None

@@ -1,0 +1,198 @@
+"""Master change: a new master does not serve until it holds everything a majority acknowledged.
+
+Sans-I/O, run by the new master of ``epoch`` before it opens the membership layer's
+"replication" gate:
+
+1. Ask every member for its log position (``SyncRequest``); answering adopts the new epoch, so
+   from then on the member refuses the deposed master's frames (fencing).
+2. With positions from a majority (the new master counts itself), the most advanced position
+   by (last_epoch, last_seq) is the truth. Why that is safe: an operation acknowledged under
+   ``majority`` sits in the logs of a majority; any two majorities intersect, so some answering
+   member holds it. Entries are only written by the master of their epoch, in seq order, and a
+   member accepts them only in order from that master; so two logs that agree on an entry's
+   (seq, written_epoch) agree on everything before it (Raft's log-matching property), and the
+   member with the highest (last_epoch, last_seq) holds every entry any majority acknowledged.
+3. If the new master is behind the truth, it fetches the missing entries from its holder,
+   checking first that its own last entry is on the truth's history (same written_epoch at the
+   same seq). If it is not, or the holder no longer has the entries, it takes the holder's
+   snapshot instead (``TransferFrom``).
+4. ``Synced`` lists the members whose logs are a prefix of the master's (streaming continues
+   from their position) and the divergent ones (a deposed master's unacknowledged tail): those
+   are reset by state transfer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage import Storage
+
+from cluster.lease import majority
+from cluster.replication.log import ReplicationLog
+from cluster.replication.messages import (
+    Action, Batch, Fetch, FetchMiss, Rejected, Send, Synced, SyncRequest, SyncStatus, TransferFrom,
+)
+from cluster.replication.replica import apply_entry
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    last_seq: int
+    last_epoch: int
+    first_seq: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.last_epoch, self.last_seq)
+
+
+def is_prefix_of(pos: Position, log: ReplicationLog) -> bool | None:
+    """Whether a member at ``pos`` holds a prefix of ``log``'s history (None: cannot tell,
+    the entry needed for the check was trimmed)."""
+    if pos.last_seq == 0:
+        return True
+    if pos.last_seq > log.last_seq:
+        return False
+    if pos.last_seq == log.last_seq:
+        return pos.last_epoch == log.last_epoch
+    entry = log.get(pos.last_seq)
+    if entry is None:
+        return None
+    return entry.written_epoch == pos.last_epoch
+
+
+class SyncCoordinator:
+    COLLECTING, FETCHING, TRANSFERRING, DONE = "collecting", "fetching", "transferring", "done"
+
+    def __init__(self, self_name: str, epoch: int, members: tuple[str, ...], storage: Storage,
+                 log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300):
+        self.self_name = self_name
+        self.epoch = epoch
+        self.members = tuple(sorted(members))
+        self.storage = storage
+        self.log = log
+        self.fetch_limit = fetch_limit
+        self.positions: dict[str, Position] = {self_name: self._own()}
+        self.state = self.COLLECTING
+        self.truth: str | None = None
+        self._truth_pos: Position | None = None
+        self.retry_ms = retry_ms
+        self._own_at_start = log.last_seq
+        self._fetch_until = 0
+        self._progress_ms = 0
+
+    def _own(self) -> Position:
+        return Position(self.log.last_seq, self.log.last_epoch, self.log.first_seq)
+
+    def start(self, now_ms: int) -> list[Action]:
+        self._progress_ms = now_ms
+        out: list[Action] = [Send(m, SyncRequest(self.epoch)) for m in self.members if m != self.self_name]
+        return out + self._maybe_decide(now_ms)
+
+    def ask_again(self, member: str) -> list[Action]:
+        """A member (re)connected while we were still collecting: ask it again."""
+        if self.state == self.COLLECTING and member in self.members and member not in self.positions:
+            return [Send(member, SyncRequest(self.epoch))]
+        return []
+
+    def on_frame(self, sender: str, frame: object, now_ms: int) -> list[Action]:
+        if getattr(frame, "epoch", None) != self.epoch:
+            return [Rejected(sender, f"sync frame for epoch {getattr(frame, 'epoch', None)}, ours is {self.epoch}")]
+        if isinstance(frame, SyncStatus):
+            if sender not in self.members:
+                return [Rejected(sender, "not a member of the view")]
+            self.positions[sender] = Position(frame.last_seq, frame.last_epoch, frame.first_seq)
+            return self._maybe_decide(now_ms)
+        if self.state == self.FETCHING and sender == self.truth:
+            if isinstance(frame, FetchMiss):
+                self.state = self.TRANSFERRING
+                return [TransferFrom(sender)]
+            if isinstance(frame, Batch):
+                return self._fetched(sender, frame, now_ms)
+        return [Rejected(sender, f"unexpected {type(frame).__name__} while {self.state}")]
+
+    def restored(self, now_ms: int) -> list[Action]:
+        """The runtime restored the truth holder's snapshot and reset the log to its position
+        (the snapshot may already be older than the holder's log end: fetch the rest)."""
+        if self.state != self.TRANSFERRING:
+            return []
+        self.positions[self.self_name] = self._own()
+        self._own_at_start = self.log.last_seq
+        self._fetch_until = self.log.last_seq
+        self._progress_ms = now_ms
+        return self._next_fetch(now_ms)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _maybe_decide(self, now_ms: int) -> list[Action]:
+        if self.state != self.COLLECTING or len(self.positions) < majority(len(self.members)):
+            return []
+        own = self.positions[self.self_name]
+        self.truth = max(self.positions, key=lambda n: (self.positions[n].key, n == self.self_name))
+        self._truth_pos = self.positions[self.truth]
+        if self.truth == self.self_name or self._truth_pos.key <= own.key:
+            self.truth = self.self_name
+            return self._finish()
+        if own.last_seq and own.last_seq < self._truth_pos.first_seq:
+            # The holder no longer has our last entry: we cannot check that we are on its
+            # history, nor fetch from there.
+            self.state = self.TRANSFERRING
+            return [TransferFrom(self.truth)]
+        # Fetch from our own last entry (inclusive) so that the first answer proves we share it.
+        self._progress_ms = now_ms
+        return self._fetch(max(own.last_seq, 1))
+
+    def _fetched(self, sender: str, frame: Batch, now_ms: int) -> list[Action]:
+        log = self.log
+        if frame.seq == log.last_seq and log.last_seq:
+            if frame.written_epoch != log.last_epoch:
+                self.state = self.TRANSFERRING        # our tail is not on the truth's history
+                return [TransferFrom(sender)]
+            self._progress_ms = now_ms
+            return self._next_fetch(now_ms)
+        if frame.seq != log.last_seq + 1:
+            return []   # a duplicate, or ahead of a lost frame: on_tick asks again
+        rejected = apply_entry(self.storage, log, frame, now_ms)
+        if rejected:
+            return [Rejected(sender, rejected)]
+        self._progress_ms = now_ms
+        return self._next_fetch(now_ms)
+
+    def _next_fetch(self, now_ms: int) -> list[Action]:
+        assert self._truth_pos is not None and self.truth is not None
+        if self.log.last_seq >= self._truth_pos.last_seq:
+            return self._finish()
+        if self.log.last_seq < self._fetch_until:
+            return []   # the rest of the outstanding fetch is on its way
+        return self._fetch(self.log.last_seq + 1)
+
+    def _fetch(self, from_seq: int) -> list[Action]:
+        self.state = self.FETCHING
+        self._fetch_until = from_seq + self.fetch_limit - 1
+        return [Send(self.truth, Fetch(self.epoch, from_seq, self.fetch_limit))]  # type: ignore[arg-type]
+
+    def on_tick(self, now_ms: int) -> list[Action]:
+        """Frames get lost: ask again after ``retry_ms`` without progress."""
+        if now_ms - self._progress_ms < self.retry_ms:
+            return []
+        self._progress_ms = now_ms
+        if self.state == self.COLLECTING:
+            return [Send(m, SyncRequest(self.epoch)) for m in self.members
+                    if m != self.self_name and m not in self.positions]
+        if self.state == self.FETCHING:
+            return self._fetch(self.log.last_seq + 1 if self.log.last_seq >= max(self._own_at_start, 1)
+                               else max(self._own_at_start, 1))
+        return []
+
+    def _finish(self) -> list[Action]:
+        self.state = self.DONE
+        positions: list[tuple[str, int]] = []
+        divergent: list[str] = []
+        for name, pos in sorted(self.positions.items()):
+            if name == self.self_name:
+                continue
+            if is_prefix_of(pos, self.log):
+                positions.append((name, pos.last_seq))
+            else:
+                divergent.append(name)
+        return [Synced(self.epoch, self.log.last_seq, tuple(positions), tuple(divergent))]
