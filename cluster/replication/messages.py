@@ -98,11 +98,37 @@ class FetchMiss:
     from_seq: int
 
 
-Frame = Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss
+@dataclass(frozen=True, slots=True)
+class SnapshotChunk:
+    """Master -> joiner: chunk ``index`` of transfer ``transfer_id``; ``records`` is an
+    ``encode_many`` frame of snapshot records. The state is the log's as of ``at_seq`` (written
+    in ``at_epoch``) plus whatever the fuzzy read saw later; streaming resumes after ``at_seq``."""
+
+    epoch: int
+    transfer_id: int
+    index: int
+    at_seq: int
+    at_epoch: int
+    records: bytes
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotAck:
+    """Joiner -> master: chunks up to ``index`` are in (cumulative); -1 asks for a restart."""
+
+    epoch: int
+    transfer_id: int
+    index: int
+
+
+Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
+         | SnapshotAck)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
-FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss)
+FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
+                                 SnapshotChunk, SnapshotAck)
 
 
 # --- actions --------------------------------------------------------------------------------

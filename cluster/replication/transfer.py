@@ -1,0 +1,166 @@
+"""State transfer in chunks, while the master keeps serving (sans-I/O).
+
+The sender reads the master's storage with ``Storage.iter_snapshot()``, which may interleave
+with client operations (a "fuzzy" snapshot). It notes the log position ``at_seq`` when the read
+began; the joiner restores the chunks into a fresh storage, swaps it in, and the stream resumes
+at ``at_seq + 1``. Entries after ``at_seq`` that the fuzzy read already saw are applied again,
+which changes nothing (every mutation is idempotent), so the master's log is the buffer of
+"mutations that arrived meanwhile" and nothing has to be held on the joiner.
+
+Chunks go out in a bounded window and are acked cumulatively. After ``resend_after_ms`` without
+an ack the unacked window is sent again, so a dropped link resumes where it stopped instead of
+starting over; a joiner that lost its staging state asks for a restart (ack index -1). The
+runtime paces ``pump`` (a few chunks per loop turn) so that a large state never stalls the
+master: reading 1,000,000 messages becomes thousands of small steps between client requests.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from storage import Storage
+from storage.codec import CodecError, decode_many, encode_many
+
+from cluster.replication.log import ReplicationLog
+from cluster.replication.messages import Action, Rejected, Send, SnapshotAck, SnapshotChunk
+
+
+@dataclass(frozen=True, slots=True)
+class TransferDone:
+    """Sender side: the joiner has the whole snapshot; stream to it from ``at_seq + 1``."""
+
+    replica: str
+    at_seq: int
+    records: int
+    bytes: int
+    started_ms: int
+    finished_ms: int
+
+
+class TransferSender:
+    def __init__(self, replica: str, epoch: int, new_id: Callable[[], int], storage: Storage,
+                 log: ReplicationLog, now_ms: int, *, chunk_records: int = 2_000, window: int = 8,
+                 resend_after_ms: int = 1_000):
+        self.replica = replica
+        self.epoch = epoch
+        self._new_id = new_id
+        self._storage = storage
+        self._log = log
+        self.chunk_records = chunk_records
+        self.window = window
+        self.resend_after_ms = resend_after_ms
+        self.started_ms = now_ms
+        self._begin(now_ms)
+
+    def _begin(self, now_ms: int) -> None:
+        # A fresh id per pass: acks of an abandoned pass may still be in flight and must not be
+        # taken for acks of this one.
+        self.transfer_id = self._new_id()
+        self.at_seq = self._log.last_seq
+        self.at_epoch = self._log.last_epoch
+        self._records: Iterator = self._storage.iter_snapshot()
+        self._next_index = 0
+        self._unacked: deque[SnapshotChunk] = deque()
+        self._exhausted = False
+        self._last_ack_ms = now_ms
+        self.sent_records = 0
+        self.sent_bytes = 0
+
+    @property
+    def done(self) -> bool:
+        return self._exhausted and not self._unacked
+
+    def pump(self, now_ms: int, max_chunks: int = 1) -> list[Action]:
+        """Read and send up to ``max_chunks`` more chunks, as the window allows."""
+        out: list[Action] = []
+        while not self._exhausted and len(self._unacked) < self.window and max_chunks > 0:
+            batch = []
+            for rec in self._records:
+                batch.append(rec)
+                if len(batch) >= self.chunk_records:
+                    break
+            self._exhausted = len(batch) < self.chunk_records
+            blob = encode_many(batch)
+            chunk = SnapshotChunk(self.epoch, self.transfer_id, self._next_index, self.at_seq, self.at_epoch,
+                                  blob, self._exhausted)
+            self._next_index += 1
+            self._unacked.append(chunk)
+            self.sent_records += len(batch)
+            self.sent_bytes += len(blob)
+            out.append(Send(self.replica, chunk))
+            max_chunks -= 1
+        return out
+
+    def on_ack(self, ack: SnapshotAck, now_ms: int) -> list[Action | TransferDone]:
+        if ack.transfer_id != self.transfer_id or ack.epoch != self.epoch:
+            return [Rejected(self.replica, f"ack for transfer {ack.transfer_id}, ours is {self.transfer_id}")]
+        if ack.index < 0:
+            # The joiner lost its staging state (it restarted): the read cannot be rewound, so
+            # begin a new one, from the log's position now.
+            self._begin(now_ms)
+            return self.pump(now_ms, self.window)
+        while self._unacked and self._unacked[0].index <= ack.index:
+            self._unacked.popleft()
+        self._last_ack_ms = now_ms
+        if self.done:
+            return [TransferDone(self.replica, self.at_seq, self.sent_records, self.sent_bytes,
+                                 self.started_ms, now_ms)]
+        return self.pump(now_ms, self.window)
+
+    def on_tick(self, now_ms: int) -> list[Action]:
+        if self._unacked and now_ms - self._last_ack_ms >= self.resend_after_ms:
+            self._last_ack_ms = now_ms
+            return [Send(self.replica, c) for c in self._unacked]
+        return []
+
+
+class TransferReceiver:
+    """The joiner's side: restores chunks, in order, into a fresh staging storage."""
+
+    def __init__(self, master: str, epoch: int, new_storage: Callable[[], Storage]):
+        self.master = master
+        self.epoch = epoch
+        self._new_storage = new_storage
+        self.transfer_id: int | None = None
+        self.staging: Storage | None = None
+        self.expected = 0
+        self.finished: SnapshotChunk | None = None
+
+    def on_chunk(self, sender: str, chunk: SnapshotChunk) -> list[Action]:
+        if sender != self.master or chunk.epoch != self.epoch:
+            return [Rejected(sender, f"snapshot chunk from {sender} in epoch {chunk.epoch}")]
+        if chunk.transfer_id != self.transfer_id or (chunk.index == 0 and self.expected == 0):
+            if chunk.index != 0:
+                # A transfer we hold no staging state for: ask the sender to begin again.
+                return [Send(sender, SnapshotAck(self.epoch, chunk.transfer_id, -1))]
+            self.transfer_id = chunk.transfer_id
+            self.staging = self._new_storage()
+            self.expected = 0
+            self.finished = None
+        if chunk.index != self.expected:
+            # a duplicate or one ahead of a lost chunk: repeat where we are, the sender resends
+            return [Send(sender, SnapshotAck(self.epoch, chunk.transfer_id, self.expected - 1))]
+        try:
+            records = decode_many(chunk.records)
+        except CodecError as err:
+            return [Rejected(sender, f"undecodable snapshot chunk {chunk.index}: {err}")]
+        assert self.staging is not None
+        apply = self.staging.apply
+        for r in records:
+            apply(r)
+        self.expected += 1
+        if chunk.last:
+            self.finished = chunk
+        return [Send(sender, SnapshotAck(self.epoch, chunk.transfer_id, chunk.index))]
+
+    def take(self) -> tuple[Storage, int, int] | None:
+        """After the last chunk: the restored storage and the log position to resume from."""
+        if self.finished is None or self.staging is None:
+            return None
+        done, staging = self.finished, self.staging
+        self.finished = self.staging = None
+        self.transfer_id = None
+        self.expected = 0
+        return staging, done.at_seq, done.at_epoch
