@@ -1,0 +1,362 @@
+"""The mutation stream's transport: authenticated frames over ZeroMQ/TCP, on the node's event loop.
+
+Sockets. Every node binds one ROUTER on its stream address and, for each peer, connects one
+DEALER to the address ``ClusterConfig.dial_stream(self, peer)`` gives for that directed link.
+All traffic from A to B goes through A's DEALER to B's ROUTER, so each directed link is a TCP
+connection of its own that a test or an operator can route through a proxy and cut alone; the
+ROUTER is only ever read. The DEALER's routing identity is the node's name, but it is never
+trusted: the name inside the authenticated frame (cluster/replication/wire.py) is the sender,
+and a frame whose ZeroMQ identity disagrees with it is refused. ROUTER_HANDOVER lets a
+restarted peer take over its identity from a connection libzmq has not yet noticed is dead
+(the default would silently drop the newcomer's frames).
+
+Event loop. The ROUTER is a ``zmq.asyncio`` socket: pyzmq registers libzmq's edge-triggered
+notification fd with the loop and handles its pitfalls (draining, re-checking ZMQ_EVENTS),
+which a hand-written ``add_reader`` would have to repeat. DEALERs are plain sockets used only
+with NOBLOCK sends from the loop thread, so sending never awaits. Everything, callbacks
+included, runs on the loop that called ``start()``; nothing here is thread-safe.
+
+Bounded memory. DEALERs set ZMQ_IMMEDIATE (nothing is queued for a peer until its connection is
+up) and ZMQ_SNDHWM (at most that many frames queue per peer); a send that would block is
+dropped and counted. Losing frames is safe: the stream protocol repairs gaps from the master's
+log. ZMQ_MAXMSGSIZE makes libzmq drop an oversized message before it is buffered.
+
+Liveness. ZeroMQ reconnects silently and never says whether a peer is there, so liveness comes
+from traffic: each node sends every peer an authenticated ``Heartbeat`` every ``heartbeat``
+seconds, saying whether it has heard from that peer within ``dead_after``. A peer is connected
+when we heard from it within ``dead_after`` *and* its last heartbeat says it hears us: a link
+cut in one direction only disconnects the pair at both ends, which is what the master needs to
+stop waiting for (or throttling on) a replica its batches cannot reach. A new incarnation (the
+peer restarted) is reported as a disconnection followed by a connection.
+
+Hostile input. Unauthenticated, malformed, foreign-cluster, unknown-sender or identity-mismatched
+frames are counted by reason and logged at most once per reason per ``log_every`` seconds; they
+never reach the protocol and never stop the receive loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import zmq
+import zmq.asyncio
+
+from cluster.config import Address, ClusterConfig, Timing
+from cluster.replication.wire import (
+    DEFAULT_MAX_FRAME, AuthenticationError, Heartbeat, WireCodec, WireError,
+)
+
+log = logging.getLogger("cluster.replication.transport")
+
+
+@dataclass(frozen=True, slots=True)
+class TransportTiming:
+    heartbeat: float = 0.2        # seconds between heartbeats to each peer
+    dead_after: float = 1.0       # no authenticated frame for this long: the peer is disconnected
+    reconnect: float = 0.1        # libzmq reconnect interval, backing off to reconnect_max
+    reconnect_max: float = 1.0
+    sndhwm: int = 1000            # frames queued per peer before sends are dropped
+    max_frame: int = DEFAULT_MAX_FRAME
+    log_every: float = 10.0       # rate limit of the log line per kind of refused frame
+
+    @classmethod
+    def from_timing(cls, t: Timing, **overrides: Any) -> "TransportTiming":
+        return cls(**{"heartbeat": t.keepalive, "dead_after": t.connection_timeout, **overrides})
+
+
+@dataclass(frozen=True, slots=True)
+class PeerEvent:
+    """A peer became reachable both ways (connected) or stopped being so."""
+
+    name: str
+    connected: bool
+
+
+@dataclass
+class _Peer:
+    name: str
+    dial: Address | None = None
+    sock: zmq.Socket | None = None
+    last_rx: float | None = None       # last authenticated frame from it
+    incarnation: int | None = None
+    hears_me: bool = False             # its last heartbeat said it hears us
+    connected: bool = False            # what was last reported
+    last_hb_tx: float = 0.0
+    frames_in: int = 0
+    frames_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    send_dropped: int = 0
+
+
+@dataclass
+class _RateLimitedLog:
+    every: float
+    _last: dict[str, float] = field(default_factory=dict)
+    _suppressed: dict[str, int] = field(default_factory=dict)
+
+    def warn(self, key: str, now: float, msg: str, *args: Any) -> None:
+        last = self._last.get(key)
+        if last is not None and now - last < self.every:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        self._last[key] = now
+        n = self._suppressed.pop(key, 0)
+        log.warning(msg + (f" ({n} more like it suppressed)" if n else ""), *args)
+
+
+FrameHandler = Callable[[str, Any], None]
+PeerHandler = Callable[[PeerEvent], None]
+
+
+class StreamTransport:
+    def __init__(self, config: ClusterConfig, self_name: str, *, on_frame: FrameHandler,
+                 on_peer: PeerHandler | None = None, timing: TransportTiming | None = None,
+                 bind: Address | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.self_name = self_name
+        self.timing = timing or TransportTiming.from_timing(config.timing)
+        self._config = config
+        self._bind = bind or config.node(self_name).stream_addr
+        if self._bind is None:
+            raise ValueError(f"node {self_name} has no stream address to bind")
+        self._on_frame = on_frame
+        self._on_peer = on_peer or (lambda _e: None)
+        self._clock = clock
+        self.codec = WireCodec(config.name, config.secret, self_name, max_frame=self.timing.max_frame)
+        self.incarnation = random.SystemRandom().getrandbits(62)
+        self.peers: dict[str, _Peer] = {}
+        self.refused: dict[str, int] = {}
+        self.bound: Address | None = None
+        self._ctx: zmq.Context | None = None
+        self._router: zmq.asyncio.Socket | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._rlog = _RateLimitedLog(self.timing.log_every)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> Address:
+        """Bind (port 0: the OS chooses; see ``bound``) and dial every peer with a stream address."""
+        self._ctx = zmq.Context()
+        actx = zmq.asyncio.Context.shadow(self._ctx.underlying)
+        router = actx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        router.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        router.setsockopt(zmq.MAXMSGSIZE, self.timing.max_frame + 1024)
+        router.setsockopt(zmq.RCVHWM, max(self.timing.sndhwm, 1000))
+        self._set_zmtp_heartbeat(router)
+        if ":" in self._bind.host:
+            router.setsockopt(zmq.IPV6, 1)
+        port = "*" if self._bind.port == 0 else str(self._bind.port)
+        try:
+            router.bind(f"tcp://{_host(self._bind.host)}:{port}")
+        except zmq.ZMQError as err:
+            router.close(0)
+            self._ctx.term()
+            raise OSError(f"cannot bind the stream on {self._bind}: {err}") from err
+        self._router = router
+        endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.bound = Address.parse(endpoint.removeprefix("tcp://"))
+        self.update_config(self._config)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._receive(), name=f"stream-rx-{self.self_name}"),
+                       loop.create_task(self._timer(), name=f"stream-timer-{self.self_name}")]
+        return self.bound
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks = []
+        for p in self.peers.values():
+            if p.sock is not None:
+                p.sock.close(0)
+                p.sock = None
+        if self._router is not None:
+            self._router.close(0)
+            self._router = None
+        if self._ctx is not None:
+            self._ctx.term()
+            self._ctx = None
+
+    def update_config(self, config: ClusterConfig) -> None:
+        """Adopt new members or dial addresses (a DEALER whose address changed is redialled)."""
+        self._config = config
+        wanted = {n.name for n in config.nodes if n.name != self.self_name}
+        for name in list(self.peers):
+            if name not in wanted:
+                p = self.peers.pop(name)
+                if p.sock is not None:
+                    p.sock.close(0)
+                if p.connected:
+                    self._on_peer(PeerEvent(name, False))
+        for name in sorted(wanted):
+            p = self.peers.setdefault(name, _Peer(name))
+            dial = config.dial_stream(self.self_name, name)
+            if dial is not None and dial.port == 0:
+                dial = None          # a peer whose port is not known yet (bound later)
+            if dial == p.dial and (p.sock is not None or dial is None):
+                continue
+            if p.sock is not None:
+                p.sock.close(0)
+                p.sock = None
+            p.dial = dial
+            if dial is not None and self._ctx is not None:
+                p.sock = self._dealer(dial)
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    def send(self, to: str, frame: Any) -> bool:
+        """Queue ``frame`` for ``to``; False (and counted) when it had to be dropped."""
+        p = self.peers.get(to)
+        if p is None or p.sock is None:
+            if p is not None:
+                p.send_dropped += 1
+            return False
+        data = self.codec.encode(frame, to)
+        try:
+            p.sock.send(data, zmq.NOBLOCK)
+        except zmq.Again:
+            p.send_dropped += 1
+            return False
+        except zmq.ZMQError as err:
+            p.send_dropped += 1
+            self._rlog.warn(f"send-{to}", self._clock(), "stream: send to %s failed: %s", to, err)
+            return False
+        p.frames_out += 1
+        p.bytes_out += len(data)
+        return True
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def connected(self, name: str) -> bool:
+        p = self.peers.get(name)
+        return p is not None and p.connected
+
+    def status(self) -> dict[str, Any]:
+        now = self._clock()
+        return {
+            "bound": str(self.bound) if self.bound else None,
+            "refused": dict(self.refused),
+            "peers": {p.name: {
+                "dial": str(p.dial) if p.dial else None, "connected": p.connected,
+                "last_frame_age_s": round(now - p.last_rx, 3) if p.last_rx is not None else None,
+                "frames_in": p.frames_in, "frames_out": p.frames_out,
+                "bytes_in": p.bytes_in, "bytes_out": p.bytes_out, "send_dropped": p.send_dropped,
+            } for p in self.peers.values()},
+        }
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _dealer(self, dial: Address) -> zmq.Socket:
+        assert self._ctx is not None
+        s = self._ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.IMMEDIATE, 1)
+        s.setsockopt(zmq.SNDHWM, self.timing.sndhwm)
+        s.setsockopt(zmq.RECONNECT_IVL, max(1, int(self.timing.reconnect * 1000)))
+        s.setsockopt(zmq.RECONNECT_IVL_MAX, max(1, int(self.timing.reconnect_max * 1000)))
+        s.setsockopt(zmq.IDENTITY, self.self_name.encode())
+        self._set_zmtp_heartbeat(s)
+        if ":" in dial.host:
+            s.setsockopt(zmq.IPV6, 1)
+        s.connect(f"tcp://{_host(dial.host)}:{dial.port}")
+        return s
+
+    def _set_zmtp_heartbeat(self, s: zmq.Socket) -> None:
+        # ZMTP pings close half-open TCP connections, so libzmq reconnects instead of waiting on a
+        # connection a cut proxy left behind; our own heartbeats still decide liveness.
+        s.setsockopt(zmq.HEARTBEAT_IVL, max(1, int(self.timing.heartbeat * 1000)))
+        s.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(1, int(self.timing.dead_after * 1000)))
+
+    def _refuse(self, reason: str, detail: str, identity: bytes | None) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        who = identity[:64].decode("utf-8", "replace") if identity else "?"
+        self._rlog.warn(reason, self._clock(), "stream: refused a frame (%s) from zmq identity %r: %s",
+                        reason, who, detail)
+
+    async def _receive(self) -> None:
+        assert self._router is not None
+        router = self._router
+        while True:
+            try:
+                parts = await router.recv_multipart()
+            except asyncio.CancelledError:
+                raise
+            except zmq.ZMQError as err:
+                self._refuse("recv_error", str(err), None)
+                await asyncio.sleep(0.01)
+                continue
+            try:
+                self._on_message(parts)
+            except Exception:   # a bug in a handler must not stop the stream
+                log.exception("stream: handling a frame failed")
+
+    def _on_message(self, parts: list[bytes]) -> None:
+        if len(parts) != 2:
+            self._refuse("malformed", f"{len(parts) - 1} message parts, expected 1", parts[0] if parts else None)
+            return
+        identity, data = parts
+        try:
+            sender, frame = self.codec.decode(data)
+        except WireError as err:
+            reason = "unauthenticated" if isinstance(err, AuthenticationError) else "malformed"
+            self._refuse(reason, f"{err} (claims to be {self.codec.peek_sender(data)!r})", identity)
+            return
+        p = self.peers.get(sender)
+        if p is None:
+            self._refuse("unknown_sender", f"{sender!r} is not a peer of {self.self_name}", identity)
+            return
+        if identity != sender.encode():
+            self._refuse("identity_mismatch", f"authenticated sender {sender!r}", identity)
+            return
+        now = self._clock()
+        p.last_rx = now
+        p.frames_in += 1
+        p.bytes_in += len(data)
+        if isinstance(frame, Heartbeat):
+            if p.incarnation is not None and frame.incarnation != p.incarnation and p.connected:
+                p.connected = False
+                p.hears_me = False
+                self._on_peer(PeerEvent(sender, False))
+            p.incarnation = frame.incarnation
+            p.hears_me = frame.hears_you
+            self._evaluate(p, now)
+            return
+        self._on_frame(sender, frame)
+
+    def _evaluate(self, p: _Peer, now: float) -> None:
+        up = p.last_rx is not None and now - p.last_rx < self.timing.dead_after and p.hears_me
+        if up != p.connected:
+            p.connected = up
+            if not up:
+                p.hears_me = False
+            self._on_peer(PeerEvent(p.name, up))
+
+    async def _timer(self) -> None:
+        t = self.timing
+        period = min(t.heartbeat, t.dead_after / 4)
+        while True:
+            now = self._clock()
+            for p in list(self.peers.values()):
+                if now - p.last_hb_tx >= t.heartbeat:
+                    hears = p.last_rx is not None and now - p.last_rx < t.dead_after
+                    if self.send(p.name, Heartbeat(self.incarnation, hears)):
+                        p.last_hb_tx = now
+                try:
+                    self._evaluate(p, now)
+                except Exception:
+                    log.exception("stream: a peer event handler failed")
+            await asyncio.sleep(period)
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

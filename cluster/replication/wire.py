@@ -1,0 +1,308 @@
+"""The mutation stream's wire format, sans-I/O: a frame <-> authenticated bytes.
+
+Layout of one ZeroMQ message::
+
+    b"EM1"                       magic + version: a peer of another format is refused cleanly
+    u8 len | sender name         who sent it (UTF-8, 1..255 bytes)
+    payload                      msgpack of [tag, field, field, ...]
+    mac                          32 bytes, HMAC-SHA256
+
+``mac = HMAC-SHA256(stream_key, u16 len | cluster | u16 len | recipient | everything before mac)``.
+
+* The sender's name is inside the authenticated part, so a member holding the secret still
+  cannot pass its frames off as another member's by changing the name; the ZeroMQ routing
+  identity is never trusted (the transport only checks it agrees).
+* The cluster name and the recipient's name are authenticated but not sent: a frame of another
+  cluster with the same secret, or a frame captured on one link and replayed to another member,
+  fails the MAC like any forgery. Replays on the *same* link are not detected here: every frame
+  of the stream is idempotent (batches are deduplicated by seq, acks are cumulative) and epochs
+  fence stale traffic, so a replay can at worst repeat what already happened.
+* ``stream_key`` is derived from the cluster secret with HKDF-SHA256 (RFC 5869, written out
+  below on hmac/hashlib) with a fixed salt and an info string naming this use, so the secret is
+  never used directly and pysyncobj's use of the same secret (its password) gets an unrelated key.
+* The MAC is checked (``hmac.compare_digest``) before a single byte of the payload is parsed;
+  msgpack never sees unauthenticated input, and nothing is ever unpickled.
+
+Tags are positions in ``messages.FRAME_TYPES`` (append-only there), so new frame types need no
+change here: a frame is any frozen dataclass whose fields are int / str / bytes / bool / None,
+tuples of those (``tuple[int, ...]`` or fixed ``tuple[str, int]``), unions of those, or nested
+dataclasses of the same kind. Each decoded field is checked against its annotation, so a frame
+that authenticated but has the wrong shape (a peer running another version) raises WireError too.
+The transport's liveness ``Heartbeat`` uses the reserved tag -1 and is kept out of FRAME_TYPES:
+it is the transport's business, not the protocol cores'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import struct
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import msgpack
+
+from cluster.replication import messages
+
+MAGIC = b"EM1"
+MAC_SIZE = 32
+HEARTBEAT_TAG = -1
+# Default bound on an accepted frame. A batch carries at most Limits.max_batch_ops operations,
+# each at most an SQS message (256 KiB) plus attributes; the transport sets the same bound as
+# ZMQ_MAXMSGSIZE so a larger message is dropped by libzmq before it is buffered whole.
+DEFAULT_MAX_FRAME = 256 * 1024 * 1024
+
+_SALT = b"elasticmq-py cluster secret salt v1"
+_INFO = b"elasticmq-py mutation stream hmac-sha256 v1"
+
+
+class WireError(ValueError):
+    """Anything wrong with received bytes: malformed, unauthenticated, wrong cluster or shape."""
+
+
+class AuthenticationError(WireError):
+    """The MAC did not verify: another secret or cluster, another recipient, or tampering."""
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Transport liveness, sent on an otherwise idle link.
+
+    ``incarnation`` is random per process start, so a peer that restarted between two heartbeats
+    is seen as a new connection. ``hears_you`` says whether the sender has received an
+    authenticated frame from the recipient recently: a link cut in one direction only makes
+    both ends see the peer as disconnected, not just the end that stopped receiving.
+    """
+
+    incarnation: int
+    hears_you: bool
+
+
+def derive_key(secret: str | bytes) -> bytes:
+    """HKDF-SHA256(secret, salt=_SALT, info=_INFO), 32 bytes (RFC 5869 extract-then-expand)."""
+    ikm = secret.encode() if isinstance(secret, str) else bytes(secret)
+    prk = hmac.new(_SALT, ikm, hashlib.sha256).digest()
+    return hmac.new(prk, _INFO + b"\x01", hashlib.sha256).digest()
+
+
+# --- field schemas: generic over the dataclasses of FRAME_TYPES ------------------------------
+
+Check = Callable[[Any], Any]   # validates/converts a decoded value, raises _Bad
+
+
+class _Bad(Exception):
+    pass
+
+
+def _scalar(kind: type) -> Check:
+    def check(v: Any) -> Any:
+        # bool is an int subclass: an int field must not accept True, nor a bool field 1
+        if type(v) is not kind:
+            raise _Bad(f"expected {kind.__name__}, got {type(v).__name__}")
+        return v
+    return check
+
+
+def _none(v: Any) -> Any:
+    if v is not None:
+        raise _Bad(f"expected None, got {type(v).__name__}")
+    return v
+
+
+def _union(options: Sequence[Check]) -> Check:
+    def check(v: Any) -> Any:
+        for opt in options:
+            try:
+                return opt(v)
+            except _Bad:
+                continue
+        raise _Bad(f"{type(v).__name__} matches no alternative")
+    return check
+
+
+def _var_tuple(elem: Check) -> Check:
+    def check(v: Any) -> Any:
+        if type(v) is not tuple:
+            raise _Bad(f"expected a sequence, got {type(v).__name__}")
+        return tuple(elem(x) for x in v)
+    return check
+
+
+def _fixed_tuple(elems: Sequence[Check]) -> Check:
+    def check(v: Any) -> Any:
+        if type(v) is not tuple or len(v) != len(elems):
+            raise _Bad(f"expected a tuple of {len(elems)}")
+        return tuple(c(x) for c, x in zip(elems, v))
+    return check
+
+
+class _Schema:
+    """How one dataclass crosses the wire: its field names and a checker per field."""
+
+    def __init__(self, cls: type) -> None:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls!r} is not a dataclass")
+        self.cls = cls
+        hints = typing.get_type_hints(cls)
+        self.names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        self.checks = tuple(_check_for(hints[n], cls) for n in self.names)
+
+    def to_wire(self, obj: Any) -> list:
+        return [_to_wire(getattr(obj, n)) for n in self.names]
+
+    def from_wire(self, values: Sequence[Any]) -> Any:
+        if len(values) != len(self.checks):
+            raise _Bad(f"{self.cls.__name__} has {len(self.checks)} fields, got {len(values)}")
+        return self.cls(*(c(v) for c, v in zip(self.checks, values)))
+
+
+_SCHEMAS: dict[type, _Schema] = {}
+
+
+def _schema(cls: type) -> _Schema:
+    s = _SCHEMAS.get(cls)
+    if s is None:
+        s = _SCHEMAS[cls] = _Schema(cls)
+    return s
+
+
+def _check_for(hint: Any, owner: type) -> Check:
+    if hint in (int, str, bytes, bool):
+        return _scalar(hint)
+    if hint is None or hint is type(None):
+        return _none
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _union([_check_for(a, owner) for a in args])
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _var_tuple(_check_for(args[0], owner))
+        return _fixed_tuple([_check_for(a, owner) for a in args])
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        nested = _schema(hint)
+
+        def check(v: Any) -> Any:
+            if type(v) is not tuple:
+                raise _Bad(f"expected {hint.__name__} fields")
+            return nested.from_wire(v)
+        return check
+    raise TypeError(f"{owner.__name__}: field type {hint!r} cannot cross the wire")
+
+
+def _to_wire(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_to_wire(x) for x in v]
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return _schema(type(v)).to_wire(v)
+    return v
+
+
+# --- the codec ------------------------------------------------------------------------------
+
+class WireCodec:
+    """Encodes frames sent by ``self_name`` and decodes frames addressed to it.
+
+    One per node: the derived key, the cluster name and the node's own name are fixed.
+    """
+
+    def __init__(self, cluster: str, secret: str | bytes, self_name: str, *,
+                 frame_types: Sequence[type] | None = None, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.cluster = cluster
+        self.self_name = self_name
+        self.max_frame = max_frame
+        self._key = derive_key(secret)
+        self._name_field = _name_field(self_name)
+        self._types = tuple(messages.FRAME_TYPES if frame_types is None else frame_types)
+        self._tags = {cls: i for i, cls in enumerate(self._types)}
+        self._tags[Heartbeat] = HEARTBEAT_TAG
+        self._by_tag = {i: _schema(cls) for cls, i in self._tags.items()}   # schema errors fail here, at start
+        self._cluster_field = _u16(cluster.encode())
+        # The same frame is sent to every replica in turn: pack it once.
+        self._last_frame: Any = None
+        self._last_head: bytes = b""
+
+    def encode(self, frame: Any, to: str) -> bytes:
+        if frame is not self._last_frame:
+            tag = self._tags.get(type(frame))
+            if tag is None:
+                raise TypeError(f"{type(frame).__name__} is not a frame type")
+            payload = msgpack.packb([tag, *self._by_tag[tag].to_wire(frame)], use_bin_type=True)
+            self._last_frame, self._last_head = frame, MAGIC + self._name_field + payload
+        head = self._last_head
+        return head + self._mac(to, head)
+
+    def decode(self, data: bytes) -> tuple[str, Any]:
+        """(authenticated sender name, frame), or WireError and nothing else."""
+        try:
+            return self._decode(data)
+        except WireError:
+            raise
+        except Exception as err:   # a bug or a msgpack corner case must not escape as anything else
+            raise WireError(f"undecodable frame: {type(err).__name__}: {err}") from None
+
+    def peek_sender(self, data: bytes) -> str | None:
+        """The *claimed* sender, for logs about frames that failed authentication."""
+        try:
+            n = data[len(MAGIC)]
+            return bytes(data[len(MAGIC) + 1:len(MAGIC) + 1 + n]).decode("utf-8", "replace")[:64]
+        except (IndexError, TypeError):
+            return None
+
+    def _decode(self, data: bytes) -> tuple[str, Any]:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise WireError("not bytes")
+        data = bytes(data)
+        if len(data) > self.max_frame:
+            raise WireError(f"frame of {len(data)} bytes exceeds {self.max_frame}")
+        if len(data) < len(MAGIC) + 1 + MAC_SIZE or not data.startswith(MAGIC):
+            raise WireError("not a stream frame (bad magic or too short)")
+        head, mac = data[:-MAC_SIZE], data[-MAC_SIZE:]
+        if not hmac.compare_digest(mac, self._mac(self.self_name, head)):
+            raise AuthenticationError("authentication failed (wrong secret, wrong cluster, wrong recipient or tampered)")
+        # Authenticated from here on: the bytes are what a member of this cluster sent.
+        n = head[len(MAGIC)]
+        start = len(MAGIC) + 1
+        if n == 0 or start + n > len(head):
+            raise WireError("bad sender field")
+        try:
+            sender = head[start:start + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise WireError("sender name is not UTF-8") from None
+        try:
+            obj = msgpack.unpackb(head[start + n:], raw=False, use_list=False, strict_map_key=True)
+        except Exception as err:
+            raise WireError(f"payload is not msgpack: {err}") from None
+        if type(obj) is not tuple or not obj or type(obj[0]) is not int:
+            raise WireError("payload is not [tag, fields...]")
+        schema = self._by_tag.get(obj[0])
+        if schema is None:
+            raise WireError(f"unknown frame tag {obj[0]}")
+        try:
+            return sender, schema.from_wire(obj[1:])
+        except _Bad as err:
+            raise WireError(f"{schema.cls.__name__}: {err}") from None
+        except (TypeError, ValueError) as err:   # a dataclass's own __post_init__ refusing values
+            raise WireError(f"{schema.cls.__name__}: {err}") from None
+
+    def _mac(self, recipient: str, head: bytes) -> bytes:
+        m = hmac.new(self._key, self._cluster_field, hashlib.sha256)
+        m.update(_u16(recipient.encode()))
+        m.update(head)
+        return m.digest()
+
+
+def _name_field(name: str) -> bytes:
+    raw = name.encode("utf-8")
+    if not 0 < len(raw) < 256:
+        raise ValueError(f"node name {name!r} must be 1..255 bytes of UTF-8")
+    return bytes((len(raw),)) + raw
+
+
+def _u16(raw: bytes) -> bytes:
+    if len(raw) > 0xFFFF:
+        raise ValueError("name too long")
+    return struct.pack(">H", len(raw)) + raw
