@@ -86,11 +86,25 @@ class Result:
 
 # -- the event-loop client: one epoll loop per worker process --------------------------------
 
-class _Conn:
+class _Response:
+    """Collects one HTTP response from httptools' callbacks."""
+
+    __slots__ = ("parser", "body", "done", "status", "keep")
+
+    # status and keep-alive must be read here, before the parser resets
+    def on_body(self, b: bytes) -> None:
+        self.body.append(b)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+        self.status = self.parser.get_status_code()
+        self.keep = self.parser.should_keep_alive()
+
+
+class _Conn(_Response):
     """One connection (reopened when the server closes it) and its driver."""
 
-    __slots__ = ("sock", "fd", "parser", "body", "done", "status", "keep", "gen", "req", "out",
-                 "t0", "t_end", "finished", "awaiting")
+    __slots__ = ("sock", "fd", "gen", "req", "out", "t0", "t_end", "finished", "awaiting")
 
     def __init__(self, gen):
         self.gen = gen
@@ -107,15 +121,6 @@ class _Conn:
         self.t_end = 0.0
         self.finished = False
         self.awaiting = False
-
-    # httptools callbacks; status and keep-alive must be read here, before the parser resets
-    def on_body(self, b: bytes) -> None:
-        self.body.append(b)
-
-    def on_message_complete(self) -> None:
-        self.done = True
-        self.status = self.parser.get_status_code()
-        self.keep = self.parser.should_keep_alive()
 
 
 def _run_loop(job: Job) -> dict:
@@ -297,21 +302,13 @@ def _cpu() -> float:
 
 # -- the blocking client (sequential latency) -------------------------------------------------
 
-class _Sink:
-    __slots__ = ("body", "done", "parser", "status", "keep")
+class _Sink(_Response):
+    __slots__ = ()
 
     def __init__(self) -> None:
         self.body: list[bytes] = []
         self.done = False
         self.parser = httptools.HttpResponseParser(self)
-
-    def on_body(self, b: bytes) -> None:
-        self.body.append(b)
-
-    def on_message_complete(self) -> None:
-        self.done = True
-        self.status = self.parser.get_status_code()
-        self.keep = self.parser.should_keep_alive()
 
 
 def _run_blocking(job: Job) -> dict:

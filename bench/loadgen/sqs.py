@@ -105,15 +105,19 @@ class Api:
     def send(self, body: str) -> bytes:
         return self._call("SendMessage", {"QueueUrl": self.queue_url, "MessageBody": body})
 
-    def send_batch(self, entries: list[tuple[str, str]]) -> bytes:
+    def _batch(self, action: str, field: str, entries: list[tuple[str, str]]) -> bytes:
+        """A batch request: a JSON list of entries, or Query's numbered Entry.N.* parameters."""
         if self.protocol == JSON:
-            return self._call("SendMessageBatch", {"QueueUrl": self.queue_url, "Entries": [
-                {"Id": i, "MessageBody": b} for i, b in entries]})
+            return self._call(action, {"QueueUrl": self.queue_url, "Entries": [
+                {"Id": i, field: v} for i, v in entries]})
         params = {"QueueUrl": self.queue_url}
-        for n, (i, b) in enumerate(entries, 1):
-            params[f"SendMessageBatchRequestEntry.{n}.Id"] = i
-            params[f"SendMessageBatchRequestEntry.{n}.MessageBody"] = b
-        return self._call("SendMessageBatch", params)
+        for n, (i, v) in enumerate(entries, 1):
+            params[f"{action}RequestEntry.{n}.Id"] = i
+            params[f"{action}RequestEntry.{n}.{field}"] = v
+        return self._call(action, params)
+
+    def send_batch(self, entries: list[tuple[str, str]]) -> bytes:
+        return self._batch("SendMessageBatch", "MessageBody", entries)
 
     def receive(self, max_messages: int = 10) -> bytes:
         p = {"QueueUrl": self.queue_url, "MaxNumberOfMessages": max_messages,
@@ -126,14 +130,7 @@ class Api:
         return self._call("DeleteMessage", {"QueueUrl": self.queue_url, "ReceiptHandle": handle})
 
     def delete_batch(self, entries: list[tuple[str, str]]) -> bytes:
-        if self.protocol == JSON:
-            return self._call("DeleteMessageBatch", {"QueueUrl": self.queue_url, "Entries": [
-                {"Id": i, "ReceiptHandle": h} for i, h in entries]})
-        params = {"QueueUrl": self.queue_url}
-        for n, (i, h) in enumerate(entries, 1):
-            params[f"DeleteMessageBatchRequestEntry.{n}.Id"] = i
-            params[f"DeleteMessageBatchRequestEntry.{n}.ReceiptHandle"] = h
-        return self._call("DeleteMessageBatch", params)
+        return self._batch("DeleteMessageBatch", "ReceiptHandle", entries)
 
     # -- response parsing (raises ValueError/KeyError/TypeError on a malformed document) ----
 
