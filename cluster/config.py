@@ -14,6 +14,7 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
     name = "n1"
     raft = "127.0.0.1:20001"      # where n1 listens for Raft; the default dial address of n1
     stream = "127.0.0.1:20101"    # where n1 listens for the mutation stream
+    http = "127.0.0.1:9324"       # n1's SQS endpoint: where the others forward client requests
 
     [[nodes]]
     name = "n2"
@@ -25,6 +26,10 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
 
     [timing]                      # see Timing; the defaults are tuned for a LAN
     lease = 0.15
+
+    [replication]                 # see Replication
+    policy = "majority"           # none | one | majority | all (a queue's tag can override it)
+    forward = true                # non-masters forward client requests to the master
 
     [node]                        # process-local settings, unused by the cluster logic itself
     history = "n1-history.jsonl"
@@ -74,23 +79,27 @@ class NodeSpec:
     name: str
     raft_addr: Address
     stream_addr: Address | None = None
+    http_addr: Address | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "raft": str(self.raft_addr)}
         if self.stream_addr is not None:
             d["stream"] = str(self.stream_addr)
+        if self.http_addr is not None:
+            d["http"] = str(self.http_addr)
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "NodeSpec":
-        _check_keys(d, {"name", "raft", "stream"}, "node")
+        _check_keys(d, {"name", "raft", "stream", "http"}, "node")
         name = d.get("name")
         if not isinstance(name, str) or not _valid_name(name):
             raise ConfigError(f"node name {name!r} must be 1-64 characters of [A-Za-z0-9_.-]")
         if "raft" not in d:
             raise ConfigError(f"node {name}: 'raft' address is required")
-        stream = d.get("stream")
-        return cls(name, Address.parse(d["raft"]), Address.parse(stream) if stream else None)
+        stream, http = d.get("stream"), d.get("http")
+        return cls(name, Address.parse(d["raft"]), Address.parse(stream) if stream else None,
+                   Address.parse(http) if http else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +172,46 @@ class Timing:
             raise ConfigError(str(e)) from None
 
 
+ACK_POLICIES = ("none", "one", "majority", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """How the mutation stream behaves (the same on every member).
+
+    ``policy`` is when a client operation counts as done (cluster/replication/messages.py's
+    AckPolicy says what each one guarantees); a queue tagged ``elasticmq-py:ack-policy`` uses
+    its tag's value instead. ``forward``: a member that is not the master forwards client
+    requests to the master's SQS endpoint (its ``http`` address); off, it refuses them with a
+    retryable 503. The throttle bounds are the lag of a *reachable* replica beyond which the
+    master answers producers with SQS's throttling error until the replica catches up.
+    """
+
+    policy: str = "majority"
+    forward: bool = True
+    throttle_lag_batches: int = 10_000
+    throttle_lag_ms: int = 5_000
+    log_limit_mb: int = 64
+
+    def __post_init__(self) -> None:
+        if self.policy not in ACK_POLICIES:
+            raise ConfigError(f"replication policy {self.policy!r} must be one of {', '.join(ACK_POLICIES)}")
+        for name in ("throttle_lag_batches", "throttle_lag_ms", "log_limit_mb"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
+                raise ConfigError(f"replication {name.replace('_', '-')} must be a positive integer")
+        if not isinstance(self.forward, bool):
+            raise ConfigError("replication forward must be true or false")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Replication":
+        names = {f.name.replace("_", "-"): f.name for f in fields(cls)}
+        _check_keys(d, set(names), "replication")
+        return cls(**{names[k]: v for k, v in d.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """What every member must agree on (except `links`, which is each node's own view of how to
@@ -173,6 +222,7 @@ class ClusterConfig:
     nodes: tuple[NodeSpec, ...]
     links: Mapping[tuple[str, str], LinkAddrs] = field(default_factory=dict)
     timing: Timing = field(default_factory=Timing)
+    replication: Replication = field(default_factory=Replication)
 
     def __post_init__(self) -> None:
         if not self.secret:
@@ -244,7 +294,8 @@ class NodeConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base_dir: Path | None = None) -> "NodeConfig":
-        _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "node"}, "top level")
+        _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "replication", "node"},
+                    "top level")
         secret = d.get("secret")
         if "secret-file" in d:
             if secret is not None:
@@ -272,6 +323,7 @@ class NodeConfig:
             nodes=tuple(NodeSpec.from_dict(n) for n in nodes_raw),
             links=links,
             timing=Timing.from_dict(d.get("timing") or {}),
+            replication=Replication.from_dict(d.get("replication") or {}),
         )
         local = d.get("node") or {}
         _check_keys(local, {"history", "admin", "raft-bind"}, "node")
@@ -306,6 +358,7 @@ class NodeConfig:
                 for (s, t_), l in self.cluster.links.items()
             },
             "timing": {f.name.replace("_", "-"): getattr(t, f.name) for f in fields(Timing)},
+            "replication": self.cluster.replication.to_dict(),
         }
         local: dict[str, Any] = {}
         if self.history_path:

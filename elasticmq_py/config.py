@@ -35,7 +35,8 @@ The file (all keys optional)::
     [[cluster.nodes]]
     name = "n1"
     raft = "127.0.0.1:20001"     # Raft listen address, and every peer's default dial address
-    stream = "127.0.0.1:20101"   # the mutation stream (the replication issue)
+    stream = "127.0.0.1:20101"   # the mutation stream
+    http = "127.0.0.1:9324"      # n1's SQS endpoint, where the others forward client requests
 
     [[cluster.nodes]]
     name = "n2"
@@ -47,6 +48,10 @@ The file (all keys optional)::
 
     [cluster.timing]             # cluster/config.py's Timing; the defaults suit a LAN
     lease = 0.15
+
+    [cluster.replication]        # cluster/config.py's Replication
+    policy = "majority"          # none | one | majority | all
+    forward = true               # false: non-masters answer 503 instead of forwarding
 
 Keys are checked: a misspelt key is an error, not a silently ignored setting.
 
@@ -197,8 +202,8 @@ class _Keys:
             raise ConfigError(f"{self.where}: unknown key(s) {', '.join(unknown)}")
 
 
-_CLUSTER_KEYS = {"name", "self", "secret", "secret-file", "nodes", "links", "timing", "history",
-                 "raft-bind", "admin-from"}
+_CLUSTER_KEYS = {"name", "self", "secret", "secret-file", "nodes", "links", "timing", "replication",
+                 "history", "raft-bind", "admin-from"}
 
 
 def _cluster_section(doc: Any, node_name: str | None, where: str,
@@ -214,7 +219,8 @@ def _cluster_section(doc: Any, node_name: str | None, where: str,
         raise ConfigError(f"{where}: 'self' (this node's name) is required")
     if node_name is not None and doc.get("self") not in (None, node_name):
         raise ConfigError(f"{where}: self = {doc['self']!r} contradicts node-name = {node_name!r}")
-    translated: dict[str, Any] = {k: doc[k] for k in ("secret", "secret-file", "nodes", "links", "timing") if k in doc}
+    translated: dict[str, Any] = {k: doc[k] for k in ("secret", "secret-file", "nodes", "links", "timing", "replication")
+                                if k in doc}
     translated["self"] = self_name
     if "name" in doc:
         translated["cluster"] = doc["name"]

@@ -52,8 +52,9 @@ class Limits:
 
 class MasterReplicator:
     def __init__(self, self_name: str, epoch: int, members: Sequence[str], log: ReplicationLog, *,
-                 policy: AckPolicy = AckPolicy.MAJORITY, limits: Limits = Limits()):
+                 policy: AckPolicy = AckPolicy.MAJORITY, limits: Limits = Limits(), configured: int = 0):
         self.self_name = self_name
+        self.configured = configured   # configured cluster size: what `majority` counts against
         self.epoch = epoch
         self.policy = policy
         self.limits = limits
@@ -125,6 +126,10 @@ class MasterReplicator:
             if frame.epoch != self.epoch:
                 return [Rejected(sender, f"resend for epoch {frame.epoch}, ours is {self.epoch}")]
             r.connected = True
+            if frame.from_seq <= r.acked and r.positioned and not r.needs_transfer:
+                # It acked beyond this before: it lost its state (restarted with empty memory
+                # faster than a disconnection could be noticed). Learn where it is now.
+                return self._reposition(r, now_ms)
             return self._send_from(r, max(frame.from_seq, r.acked + 1), now_ms)
         return [Rejected(sender, f"unexpected frame {type(frame).__name__}")]
 
@@ -142,10 +147,14 @@ class MasterReplicator:
         actions.extend(self._flow_control(now_ms))
         return actions
 
-    def replica_connected(self, name: str, now_ms: int) -> list[Action]:
+    def replica_connected(self, name: str, now_ms: int, fresh: bool = False) -> list[Action]:
+        """``fresh``: a new connection (the peer may have restarted since we last heard from it),
+        so its log position is asked again rather than assumed."""
         r = self.replicas.get(name)
         if r is None:
             return []
+        if fresh and r.positioned and not r.needs_transfer:
+            return self._reposition(r, now_ms)
         r.connected = True
         r.last_progress_ms = now_ms
         if not r.positioned:
@@ -185,6 +194,13 @@ class MasterReplicator:
                 r.positioned, r.needs_transfer, r.connected = True, True, True
                 actions.append(NeedsTransfer(name))
         return actions
+
+    def _reposition(self, r: ReplicaProgress, now_ms: int) -> list[Action]:
+        r.positioned = False
+        r.connected = True
+        r.acked = r.sent = 0
+        r.last_progress_ms = now_ms
+        return [Send(r.name, SyncRequest(self.epoch))]
 
     def _position(self, r: ReplicaProgress, pos: Position, now_ms: int) -> list[Action]:
         if r.positioned:
@@ -234,7 +250,7 @@ class MasterReplicator:
 
     def _committed(self, policy: AckPolicy) -> int:
         """The highest seq acked by as many replicas as ``policy`` requires."""
-        need = policy.required(len(self.members))
+        need = policy.required(len(self.members), self.configured)
         if need == 0:
             return self.log.last_seq
         acked = sorted((r.acked for r in self.replicas.values()), reverse=True)

@@ -22,15 +22,20 @@ class AckPolicy(str, Enum):
     MAJORITY = "majority"
     ALL = "all"
 
-    def required(self, members: int) -> int:
-        """Replica acks needed (the master counts for itself) in a view of ``members``."""
+    def required(self, members: int, configured: int = 0) -> int:
+        """Replica acks needed (the master counts for itself) in a view of ``members``.
+
+        ``majority`` counts against the *configured* members when that is larger: a view may
+        hold just a majority of them, and two majorities of the view need not intersect two
+        majorities of the cluster (5 configured, a view of 3: a 2-copy "majority" of the view
+        could be missed by the next master's sync with 3 others)."""
         replicas = members - 1
         if self is AckPolicy.NONE:
             return 0
         if self is AckPolicy.ONE:
             return min(1, replicas)
         if self is AckPolicy.MAJORITY:
-            return members // 2
+            return max(members, configured) // 2
         return replicas
 
 
@@ -122,13 +127,38 @@ class SnapshotAck:
     index: int
 
 
+@dataclass(frozen=True, slots=True)
+class TransferRequest:
+    """Syncing new master -> the most advanced member: send me your snapshot (our logs
+    diverge, or it no longer holds the entries we lack)."""
+
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Member -> master: a client request this member received, to be executed by the master.
+    ``payload`` is opaque here (the product layer encodes the HTTP request in it)."""
+
+    request_id: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardReply:
+    """Master -> member: the answer to ``Forward`` ``request_id`` (opaque, like the request)."""
+
+    request_id: int
+    payload: bytes
+
+
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
-         | SnapshotAck)
+         | SnapshotAck | TransferRequest | Forward | ForwardReply)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
 FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
-                                 SnapshotChunk, SnapshotAck)
+                                 SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply)
 
 
 # --- actions --------------------------------------------------------------------------------

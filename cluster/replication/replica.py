@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 class ReplicaApplier:
-    def __init__(self, storage: Storage, log_: ReplicationLog):
+    def __init__(self, storage: Storage, log_: ReplicationLog, *, accept_stale: bool = False):
+        self.accept_stale = accept_stale   # a planted bug (core.PLANTABLE_BUGS), never in production
         self.storage = storage
         self.log = log_
         self.master: str | None = None
@@ -56,7 +57,8 @@ class ReplicaApplier:
             self.master, self.epoch = sender, frame.epoch
             self._asked_from = 0
             return [Send(sender, answer_sync(self.log, self.epoch, frame))]  # type: ignore[arg-type]
-        if sender != self.master or getattr(frame, "epoch", None) != self.epoch:
+        if (sender != self.master or getattr(frame, "epoch", None) != self.epoch) \
+                and not (self.accept_stale and isinstance(frame, Batch)):
             return [Rejected(sender, f"{type(frame).__name__} from {sender} in epoch "
                                      f"{getattr(frame, 'epoch', None)}; the master is {self.master} "
                                      f"in epoch {self.epoch}")]

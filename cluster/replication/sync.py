@@ -65,10 +65,12 @@ class SyncCoordinator:
     COLLECTING, FETCHING, TRANSFERRING, DONE = "collecting", "fetching", "transferring", "done"
 
     def __init__(self, self_name: str, epoch: int, members: tuple[str, ...], storage: Storage,
-                 log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300):
+                 log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300, configured: int = 0):
         self.self_name = self_name
         self.epoch = epoch
         self.members = tuple(sorted(members))
+        # A majority of the configured cluster, not of the view: see AckPolicy.required.
+        self.quorum = majority(max(len(self.members), configured))
         self.storage = storage
         self.log = log
         self.fetch_limit = fetch_limit
@@ -125,7 +127,7 @@ class SyncCoordinator:
     # --- internals ------------------------------------------------------------------------------
 
     def _maybe_decide(self, now_ms: int) -> list[Action]:
-        if self.state != self.COLLECTING or len(self.positions) < majority(len(self.members)):
+        if self.state != self.COLLECTING or len(self.positions) < self.quorum:
             return []
         own = self.positions[self.self_name]
         self.truth = max(self.positions, key=lambda n: (self.positions[n].key, n == self.self_name))

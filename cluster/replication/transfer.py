@@ -127,6 +127,8 @@ class TransferReceiver:
         self.staging: Storage | None = None
         self.expected = 0
         self.finished: SnapshotChunk | None = None
+        self.received_records = 0   # of the current transfer, for operators
+        self.received_bytes = 0
 
     def on_chunk(self, sender: str, chunk: SnapshotChunk) -> list[Action]:
         if sender != self.master or chunk.epoch != self.epoch:
@@ -139,6 +141,7 @@ class TransferReceiver:
             self.staging = self._new_storage()
             self.expected = 0
             self.finished = None
+            self.received_records = self.received_bytes = 0
         if chunk.index != self.expected:
             # a duplicate or one ahead of a lost chunk: repeat where we are, the sender resends
             return [Send(sender, SnapshotAck(self.epoch, chunk.transfer_id, self.expected - 1))]
@@ -150,6 +153,8 @@ class TransferReceiver:
         apply = self.staging.apply
         for r in records:
             apply(r)
+        self.received_records += len(records)
+        self.received_bytes += len(chunk.records)
         self.expected += 1
         if chunk.last:
             self.finished = chunk

@@ -75,6 +75,7 @@ class Cluster:
             node.install_view("n1", 1, NAMES)
         await eventually(lambda: all(self.master.transport.connected(n) for n in ("n2", "n3")),
                          what="replicas connected")
+        await eventually(lambda: self.master.serving, what="the master synced with a majority")
 
     async def stop(self) -> None:
         for node in self.nodes.values():
@@ -255,6 +256,7 @@ async def test_the_per_link_dial_address_is_honoured_and_a_cut_link_disconnects(
         node.install_view("n1", 1, NAMES)
     try:
         await eventually(lambda: all(c.master.transport.connected(n) for n in ("n2", "n3")), what="connected")
+        await eventually(lambda: c.master.serving, what="the master synced")
         assert c.master.transport.status()["peers"]["n2"]["dial"] == str(fwd_addr)
         carried = fwd.bytes
         await asyncio.wait_for(c.execute(CreateQueue(NS, "q"), AckPolicy.ALL), 5)
@@ -275,37 +277,27 @@ async def test_the_per_link_dial_address_is_honoured_and_a_cut_link_disconnects(
 
 
 @run
-async def test_a_new_master_serves_only_after_its_sync_hook_and_old_waiters_fail():
+async def test_a_new_master_serves_only_after_syncing_and_old_waiters_fail():
     c = Cluster()
     await c.start()
-    gate = asyncio.Event()
-    synced_with: list[tuple[int, tuple[str, ...]]] = []
-
-    async def master_sync(node: StreamNode, epoch: int, members: tuple[str, ...]) -> dict[str, int]:
-        synced_with.append((epoch, members))
-        await gate.wait()
-        return {m: node.log.last_seq for m in members if m != node.name}   # everyone is level here
-
     try:
         await asyncio.wait_for(c.execute(CreateQueue(NS, "q"), AckPolicy.ALL), 5)
         await c.nodes["n3"].stop()
         stuck = c.execute(SendMessage(NS.key("q"), "waits for n3"), AckPolicy.ALL)
         await asyncio.sleep(0.05)
         new = c.nodes["n2"]
-        new.master_sync = master_sync
+        served: list[tuple[bool, int]] = []
+        new.on_serving = lambda on, epoch: served.append((on, epoch))
         for n in ("n1", "n2"):
             c.nodes[n].install_view("n2", 2, ("n1", "n2"))
         with pytest.raises(MasterChanged):
             await asyncio.wait_for(stuck, 1)
-        assert c.nodes["n1"].role == "replica" and new.role == "master" and not new.serving
-        with pytest.raises(NotServing):
-            new.submit(1, [], None)
-        await asyncio.sleep(0)
-        assert synced_with == [(2, ("n1", "n2"))]
-        gate.set()
-        await eventually(lambda: new.serving, 2, "serving after the hook")
-        # the old master logged its staged tail before stepping down, so the logs are level
+        assert c.nodes["n1"].role == "replica" and new.role == "master"
+        await eventually(lambda: new.serving, 2, "serving after the sync with n1 (a majority of 3)")
+        assert served == [(True, 2)]
+        # the old master logged its staged tail before stepping down; the sync pulled it over
         assert new.log.last_seq == c.nodes["n1"].log.last_seq
+        assert new.storage.digest() == c.nodes["n1"].storage.digest()
         _, muts = new.storage.execute(SendMessage(NS.key("q"), "from the new master"))
         await asyncio.wait_for(new.submit(1, muts, AckPolicy.ALL), 5)
         assert new.status()["replicas"]["n1"]["acked_seq"] == new.log.last_seq
@@ -313,5 +305,23 @@ async def test_a_new_master_serves_only_after_its_sync_hook_and_old_waiters_fail
         # a stale view is ignored
         new.install_view("n1", 1, NAMES)
         assert new.role == "master" and new.epoch == 2
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_new_master_without_a_majority_never_serves():
+    c = Cluster()
+    await c.start()
+    try:
+        await asyncio.wait_for(c.execute(CreateQueue(NS, "q")), 5)
+        await c.nodes["n1"].stop()
+        await c.nodes["n3"].stop()
+        new = c.nodes["n2"]
+        new.install_view("n2", 2, ("n2",))
+        await asyncio.sleep(0.5)
+        assert new.role == "master" and not new.serving, "one of three configured members is no majority"
+        with pytest.raises(NotServing):
+            new.submit(1, [], None)
     finally:
         await c.stop()

@@ -1,0 +1,379 @@
+"""One member's whole replication protocol, sans-I/O: roles, master-change sync, state transfers.
+
+The pieces (MasterReplicator, ReplicaApplier, SyncCoordinator, TransferSender/Receiver) each
+handle one concern; this core decides which of them runs and routes events between them, so the
+live runtime (cluster/replication/runtime.py) and the simulator (sim/) drive the very same logic.
+
+Inputs are method calls (a view installed, a frame in, a peer (dis)connected, a timer tick, a
+client operation submitted, a flush); every call returns actions for the runtime to carry out.
+Besides the pieces' own actions (Send, Complete, Throttle, Rejected) the core emits:
+
+* ``Serving(on, epoch)``: this node starts (or stops) serving as master of ``epoch``. It starts
+  only after the master-change sync with a majority of the configured members (sync.py); the
+  runtime opens the membership layer's "replication" gate then.
+* ``Abandoned(reason)``: every operation still waiting for its ack policy has an unknown outcome
+  (the view changed under it): tell those clients so, never "success".
+* ``StorageReplaced(storage)``: a state transfer finished here; this storage is now the state.
+* ``Note(event, fields)``: a line for the history log (transfers, syncs, role changes).
+
+Role changes. A view naming us master builds a MasterReplicator and a SyncCoordinator; nothing
+is streamed and no client is served until the sync ends. A view naming another master makes us
+its replica; our log (and so what a later master can pull from us) carries over.
+
+State transfers. The master starts one to each replica that its MasterReplicator (or the sync,
+for divergent members) says needs it; the replica creates its receiver on the first chunk. A
+syncing master whose log cannot be brought level by fetching asks the most advanced member for
+its snapshot (``TransferRequest``). Senders are paced: a few chunks per ack or tick, so a large
+state never stalls the member that sends it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from storage import Storage
+
+from cluster.replication.log import ReplicationLog
+from cluster.replication.master import Limits, MasterReplicator
+from cluster.replication.messages import (
+    AckPolicy, Batch, FetchMiss, NeedsTransfer, Rejected, Send, SnapshotAck, SnapshotChunk, Synced,
+    SyncRequest, SyncStatus, TransferFrom, TransferRequest,
+)
+from cluster.replication.replica import ReplicaApplier
+from cluster.replication.sync import SyncCoordinator
+from cluster.replication.transfer import TransferDone, TransferReceiver, TransferSender
+
+MASTER = "master"
+REPLICA = "replica"
+NO_VIEW = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    on: bool
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StorageReplaced:
+    storage: Storage
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    event: str
+    fields: dict = field(default_factory=dict)
+
+
+# Known bugs the simulator can plant, to prove it finds them (issue 7's "teeth"). Never set
+# in production; ReplicationCore refuses names it does not know.
+PLANTABLE_BUGS = frozenset({
+    "early-ack",            # complete operations at once, as if every policy were `none`
+    "skip-sync",            # a new master serves without the master-change sync
+    "accept-stale-epoch",   # replicas apply batches from a deposed master's epoch
+})
+
+
+@dataclass(frozen=True, slots=True)
+class TransferSettings:
+    chunk_records: int = 2_000
+    window: int = 8
+    resend_after_ms: int = 1_000
+
+
+class ReplicationCore:
+    def __init__(self, name: str, storage: Storage, new_storage: Callable[[], Storage], *,
+                 log: ReplicationLog | None = None, policy: AckPolicy = AckPolicy.MAJORITY,
+                 limits: Limits = Limits(), configured: int = 0,
+                 transfer: TransferSettings = TransferSettings(), sync_retry_ms: int = 300,
+                 bugs: frozenset[str] = frozenset()):
+        unknown = set(bugs) - PLANTABLE_BUGS
+        if unknown:
+            raise ValueError(f"unknown planted bugs {sorted(unknown)}")
+        self.bugs = frozenset(bugs)
+        self.name = name
+        self.storage = storage
+        self.new_storage = new_storage
+        self.log = log if log is not None else ReplicationLog()
+        self.policy = policy
+        self.limits = limits
+        self.configured = configured
+        self.transfer_settings = transfer
+        self.sync_retry_ms = sync_retry_ms
+        self.role = NO_VIEW
+        self.master: str | None = None
+        self.epoch = 0
+        self.members: tuple[str, ...] = ()
+        self.serving = False
+        self.master_core: MasterReplicator | None = None
+        self.replica_core: ReplicaApplier | None = None
+        self.sync: SyncCoordinator | None = None
+        self.senders: dict[str, TransferSender] = {}
+        self.receiver: TransferReceiver | None = None
+        self.connected: set[str] = set()
+        self.last_transfer: dict[str, Any] | None = None
+        self._transfer_ids = itertools.count(1)
+        self._receive_started = 0
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def install_view(self, master: str, epoch: int, members: Iterable[str], now_ms: int) -> list[Any]:
+        members = tuple(sorted(members))
+        if epoch < self.epoch:
+            return [Note("stream-view-ignored", {"epoch": epoch, "current": self.epoch})]
+        if epoch == self.epoch and master == self.master:
+            added = set(members) - set(self.members)
+            self.members = members
+            out: list[Any] = []
+            if self.master_core is not None:
+                out += self.master_core.view_changed(members)
+                if self.serving:
+                    for m in sorted(added & self.connected):
+                        out += self.master_core.replica_connected(m, now_ms, fresh=True)
+            if self.sync is not None and self.sync.state == SyncCoordinator.COLLECTING:
+                self.sync.members = tuple(sorted(set(self.sync.members) | set(members)))
+                for m in sorted(added & self.connected):
+                    out += self._sync_actions(self.sync.ask_again(m), now_ms)
+            return out
+        out = []
+        if self.master_core is not None:
+            # Operations executed here but not yet cut into a batch already changed the state:
+            # log them (as this epoch's unacknowledged tail) rather than leave state ahead of log.
+            out += [a for a in self.master_core.flush(now_ms) if not isinstance(a, Send)]
+        out.append(Abandoned(f"view changed to master {master} in epoch {epoch}"))
+        if self.serving:
+            out.append(Serving(False, self.epoch))
+        self.serving = False
+        self.master, self.epoch, self.members = master, epoch, members
+        self.senders.clear()
+        self.receiver = None
+        self.sync = None
+        if master == self.name:
+            self.role = MASTER
+            self.replica_core = None
+            self.master_core = MasterReplicator(self.name, epoch, members, self.log, policy=self.policy,
+                                                limits=self.limits, configured=self.configured)
+            self.sync = SyncCoordinator(self.name, epoch, members, self.storage, self.log,
+                                        retry_ms=self.sync_retry_ms, configured=self.configured)
+            out.append(Note("sync-started", {"epoch": epoch, "members": list(members),
+                                             "last_seq": self.log.last_seq, "last_epoch": self.log.last_epoch}))
+            if "skip-sync" in self.bugs:
+                return out + self._synced(Synced(epoch, self.log.last_seq, (), ()), now_ms)
+            out += self._sync_actions(self.sync.start(now_ms), now_ms)
+        else:
+            self.role = REPLICA
+            self.master_core = None
+            if self.replica_core is None:
+                self.replica_core = self._new_applier()
+            out += self.replica_core.view_changed(master, epoch)
+        return out
+
+    def submit(self, op_id: int, mutations: Sequence, policy: AckPolicy | None = None) -> list[Any]:
+        """Stage a served operation's mutations (already executed on ``self.storage``)."""
+        assert self.master_core is not None and self.serving, "submit only while serving"
+        if "early-ack" in self.bugs:
+            policy = AckPolicy.NONE
+        return self.master_core.submit(op_id, mutations, policy)
+
+    def flush(self, now_ms: int) -> list[Any]:
+        if self.master_core is None or not self.serving:
+            return []
+        return self._master_actions(self.master_core.flush(now_ms), now_ms)
+
+    def on_peer(self, name: str, connected: bool, now_ms: int) -> list[Any]:
+        if connected:
+            self.connected.add(name)
+        else:
+            self.connected.discard(name)
+        if self.master_core is not None and self.serving:
+            if connected:
+                return self._master_actions(self.master_core.replica_connected(name, now_ms, fresh=True), now_ms)
+            return self._master_actions(self.master_core.replica_disconnected(name, now_ms), now_ms)
+        if self.sync is not None and connected:
+            return self._sync_actions(self.sync.ask_again(name), now_ms)
+        return []
+
+    def on_tick(self, now_ms: int) -> list[Any]:
+        out: list[Any] = []
+        if self.sync is not None:
+            out += self._sync_actions(self.sync.on_tick(now_ms), now_ms)
+        elif self.master_core is not None and self.serving:
+            out += self._master_actions(self.master_core.on_tick(now_ms), now_ms)
+        for sender in list(self.senders.values()):
+            out += sender.on_tick(now_ms)
+        return out
+
+    def on_frame(self, sender: str, frame: Any, now_ms: int) -> list[Any]:
+        t = type(frame)
+        if t is SnapshotChunk:
+            return self._on_chunk(sender, frame, now_ms)
+        if t is SnapshotAck:
+            return self._on_snapshot_ack(sender, frame, now_ms)
+        if t is TransferRequest:
+            return self._on_transfer_request(sender, frame, now_ms)
+        if self.sync is not None and (t is SyncStatus or t is FetchMiss or t is Batch):
+            return self._sync_actions(self.sync.on_frame(sender, frame, now_ms), now_ms)
+        if self.master_core is not None:
+            if not self.serving:
+                return [Rejected(sender, f"{t.__name__} before this master serves")]
+            return self._master_actions(self.master_core.on_frame(sender, frame, now_ms), now_ms)
+        if self.replica_core is None and t is SyncRequest:
+            # A new master asks before membership told us of any view (we just started): follow
+            # it, as the view will say once it arrives.
+            self.role = REPLICA
+            self.replica_core = self._new_applier()
+        if self.replica_core is not None:
+            return self.replica_core.on_frame(sender, frame, now_ms)
+        return [Rejected(sender, f"{t.__name__} before any view")]
+
+    # --- state for operators --------------------------------------------------------------------
+
+    def status(self, now_ms: int) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "role": self.role, "master": self.master, "epoch": self.epoch, "members": list(self.members),
+            "serving": self.serving,
+            "log": {"first_seq": self.log.first_seq, "last_seq": self.log.last_seq,
+                    "last_epoch": self.log.last_epoch, "entries": len(self.log), "bytes": self.log.size_bytes},
+            "applied_seq": self.log.last_seq,
+            "sync": self.sync.state if self.sync is not None else None,
+            "transfers_out": sorted(self.senders),
+            "transfer_in": self.receiver.master if self.receiver is not None and self.receiver.staging is not None
+            else None,
+            "last_transfer": self.last_transfer,
+            "replicas": {}, "replication_queue": 0, "delay_ms": 0, "throttling": False,
+        }
+        if self.master_core is not None:
+            core = self.master_core.status(now_ms)
+            d["replicas"] = core["replicas"]
+            d["replication_queue"] = core["staged_ops"] + core["waiting_ops"]
+            d["delay_ms"] = max((r["lag_ms"] for r in core["replicas"].values()), default=0)
+            d["throttling"] = core["throttling"]
+        return d
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _new_applier(self) -> ReplicaApplier:
+        return ReplicaApplier(self.storage, self.log, accept_stale="accept-stale-epoch" in self.bugs)
+
+    def _master_actions(self, actions: list[Any], now_ms: int) -> list[Any]:
+        """Carry out the master core's NeedsTransfer here; pass everything else on."""
+        out: list[Any] = []
+        for a in actions:
+            if type(a) is NeedsTransfer:
+                out += self._start_sending(a.replica, now_ms)
+            else:
+                out.append(a)
+        return out
+
+    def _start_sending(self, to: str, now_ms: int, epoch: int | None = None) -> list[Any]:
+        if to in self.senders:
+            return []
+        ts = self.transfer_settings
+        sender = TransferSender(to, self.epoch if epoch is None else epoch, lambda: next(self._transfer_ids), self.storage, self.log, now_ms,
+                                chunk_records=ts.chunk_records, window=ts.window,
+                                resend_after_ms=ts.resend_after_ms)
+        self.senders[to] = sender
+        return [Note("transfer-started", {"direction": "sent", "peer": to, "at_seq": sender.at_seq})] \
+            + sender.pump(now_ms, ts.window)
+
+    def _sync_actions(self, actions: list[Any], now_ms: int) -> list[Any]:
+        out: list[Any] = []
+        for a in actions:
+            if type(a) is Synced:
+                out += self._synced(a, now_ms)
+            elif type(a) is TransferFrom:
+                self.receiver = TransferReceiver(a.holder, self.epoch, self.new_storage)
+                out.append(Note("sync-transfer", {"holder": a.holder, "epoch": self.epoch}))
+                out.append(Send(a.holder, TransferRequest(self.epoch)))
+            else:
+                out.append(a)
+        return out
+
+    def _synced(self, synced: Synced, now_ms: int) -> list[Any]:
+        assert self.master_core is not None
+        self.sync = None
+        self.receiver = None
+        self.serving = True
+        out: list[Any] = [Note("synced", {"epoch": self.epoch, "last_seq": synced.last_seq,
+                                          "positions": dict(synced.positions),
+                                          "divergent": list(synced.divergent)}),
+                          Serving(True, self.epoch)]
+        out += self._master_actions(self.master_core.adopt_sync(synced, now_ms), now_ms)
+        # Members that answered nothing yet are asked where they are once connected.
+        known = {n for n, _ in synced.positions} | set(synced.divergent)
+        for m in sorted((self.connected & set(self.members)) - known - {self.name}):
+            out += self._master_actions(self.master_core.replica_connected(m, now_ms), now_ms)
+        return out
+
+    def _on_transfer_request(self, sender: str, frame: TransferRequest, now_ms: int) -> list[Any]:
+        # Only the master we follow in this epoch (which is syncing, hence asking us) may ask.
+        master, epoch = self.following()
+        if self.role != REPLICA or sender != master or frame.epoch != epoch:
+            return [Rejected(sender, f"transfer request in epoch {frame.epoch} from {sender}")]
+        self.senders.pop(sender, None)
+        return self._start_sending(sender, now_ms, epoch)
+
+    def following(self) -> tuple[str | None, int]:
+        """The master (and epoch) a replica follows. A new master's SyncRequest is adopted by
+        the applier before membership delivers the view here: the applier is ahead then."""
+        if self.replica_core is not None and self.replica_core.epoch >= self.epoch:
+            return self.replica_core.master, self.replica_core.epoch
+        return self.master, self.epoch
+
+    def _on_snapshot_ack(self, sender: str, frame: SnapshotAck, now_ms: int) -> list[Any]:
+        s = self.senders.get(sender)
+        if s is None:
+            return [Rejected(sender, "snapshot ack without a transfer to it")]
+        out: list[Any] = []
+        for a in s.on_ack(frame, now_ms):
+            if type(a) is TransferDone:
+                del self.senders[sender]
+                self.last_transfer = _transfer_stats("sent", sender, a.at_seq, a.records, a.bytes,
+                                                     a.started_ms, a.finished_ms)
+                out.append(Note("transfer-finished", dict(self.last_transfer)))
+                if self.master_core is not None and self.serving:
+                    out += self._master_actions(self.master_core.replica_restored(sender, a.at_seq, now_ms), now_ms)
+            else:
+                out.append(a)
+        return out
+
+    def _on_chunk(self, sender: str, chunk: SnapshotChunk, now_ms: int) -> list[Any]:
+        rec = self.receiver
+        if rec is None:
+            master, epoch = self.following()
+            if self.role != REPLICA or sender != master or chunk.epoch != epoch:
+                return [Rejected(sender, f"snapshot chunk from {sender} in epoch {chunk.epoch}")]
+            rec = self.receiver = TransferReceiver(sender, chunk.epoch, self.new_storage)
+        if chunk.index == 0 and chunk.transfer_id != rec.transfer_id:
+            self._receive_started = now_ms
+        out = rec.on_chunk(sender, chunk)
+        taken = rec.take()
+        if taken is None:
+            return out
+        staging, at_seq, at_epoch = taken
+        self.receiver = None
+        self.storage = staging
+        self.last_transfer = _transfer_stats("received", sender, at_seq, rec.received_records, rec.received_bytes,
+                                             self._receive_started, now_ms)
+        out += [StorageReplaced(staging), Note("transfer-finished", dict(self.last_transfer))]
+        if self.replica_core is not None:
+            self.replica_core.storage = staging
+            self.replica_core.restored(at_seq, at_epoch)
+        if self.sync is not None:
+            self.log.reset(at_seq, at_epoch)
+            self.sync.storage = staging
+            out += self._sync_actions(self.sync.restored(now_ms), now_ms)
+        return out
+
+
+def _transfer_stats(direction: str, peer: str, at_seq: int, records: int | None, size: int | None,
+                    started_ms: int, finished_ms: int) -> dict[str, Any]:
+    return {"direction": direction, "peer": peer, "at_seq": at_seq, "records": records, "bytes": size,
+            "started_ms": started_ms, "duration_s": round((finished_ms - started_ms) / 1000, 3)}
