@@ -37,7 +37,7 @@ def _reply(status: int, payload: Any) -> HttpResponse:
 
 class ClusterAdmin:
     def __init__(self, backend: Any, secret: str, allow_from: Iterable[str]) -> None:
-        self.backend = backend          # a MembershipBackend: step_down / add_member / remove_member
+        self.backend = backend          # a ClusterBackend: step_down / add_member / remove_member
         self._secret = secret.encode()
         self._nets = tuple(ipaddress.ip_network(a, strict=False) for a in allow_from)
 

@@ -1,65 +1,107 @@
-"""The server as a cluster member: the local storage, gated by the membership layer.
+"""The server as a cluster member: a ``Backend`` over cluster/'s ReplicatedStorage.
 
-This is the product side of issue 4 (membership, election, majority activation). Until the
-replication layer (issue 5, cluster/ ReplicatedStorage) lands, the *active* node — the master of
-the current view, holding a quorum of the configured members and a fresh lease — serves every SQS
-call from its own in-memory storage, and every other node answers every SQS call with a retryable
-``ServiceUnavailable`` (HTTP 503), never a success. Nothing is replicated yet: when the master
-changes, the new master starts from its own (so far untouched) storage. Issue 5 replaces
-``execute`` with the replicated path and adds the "synchronised with a majority" gate
-(``MembershipNode(required_gates=...)`` / ``open_gate``).
-
-A parked long poll on a node that stops being active is woken at once and answered with the 503.
+* On the active master, commands run on the local storage and are answered once their ack
+  policy is met (cluster/replicated.py).
+* On any other member, the endpoint forwards SQS requests to the master (forwarding.py), unless
+  ``forward = false``: then, like a member of an inactive (minority) partition, it answers every
+  SQS call with a retryable ``ServiceUnavailable`` (HTTP 503), never a success.
+* A receive that long-polls waits here, on the master, and is woken by the mutations the master
+  executes; a parked long poll on a node that stops being the active master is woken at once and
+  answered with the 503.
+* The configured queues are created by each new master through the replicated path, so every
+  member holds the same queues (the same ids, hence the same digest). Creating an existing
+  queue with the same attributes is a no-op, as in SQS.
+* Time acts (retention, delays, dedup windows) through the master's Tick, replicated like any
+  other operation; replicas never tick on their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from storage.commands import Command, QueueKey
-from storage.errors import SERVICE_UNAVAILABLE
+from typing import Sequence
+
+from storage import Storage
+from storage.commands import Command, QueueKey, Tick
+from storage.errors import REQUEST_THROTTLED, SERVICE_UNAVAILABLE, SqsError
 
 from cluster.config import NodeConfig, NodeSpec
 from cluster.history import HistoryWriter
-from cluster.runtime import BindError, MembershipNode
+from cluster.replicated import ReplicatedStorage, Throttled
+from cluster.replication.runtime import NotServing, OutcomeUnknown
+from cluster.runtime import BindError
 
 from elasticmq_py.backend import LocalBackend
+from elasticmq_py.forwarding import Forwarder
 
 log = logging.getLogger(__name__)
 
 
 class ClusterStartError(RuntimeError):
-    """The membership node could not start (its Raft address is taken, for instance)."""
+    """The cluster member could not start (its Raft or stream address is taken, for instance)."""
 
 
-class MembershipBackend:
-    """A ``Backend`` that serves from ``local`` only while this node is the active master."""
+class ClusterBackend:
+    """A ``Backend`` that serves from the replicated storage while this node is the active master."""
 
-    def __init__(self, local: LocalBackend, node_config: NodeConfig) -> None:
-        self.local = local
+    def __init__(self, local: LocalBackend, node_config: NodeConfig,
+                 on_master: Sequence[Command] = ()) -> None:
+        self.local = local              # waiters, long polls and queue stats over the current storage
         self.node_config = node_config
         self.name = node_config.self_name
-        self.membership: MembershipNode | None = None
+        self.on_master = tuple(on_master)   # run by each new master (the configured queues)
+        self.replicated: ReplicatedStorage | None = None
+        self.forwarder: Forwarder | None = None
         self._history: HistoryWriter | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick_task: asyncio.Task | None = None
+        self._was_serving = False
 
     # -- the Backend interface ---------------------------------------------------------------
 
     def execute(self, command: Command) -> asyncio.Future:
-        m = self.membership
-        if m is not None and m.active:
-            return self.local.execute(command)
+        r = self.replicated
+        try:
+            if r is None:
+                raise NotServing(f"Node {self.name} is not running.")
+            fut = r.execute(command)
+        except NotServing as e:
+            return self._failed(SERVICE_UNAVAILABLE(f"{e} The request was not executed; retry."))
+        except Throttled as e:
+            return self._failed(REQUEST_THROTTLED(f"Request is throttled: {e}."))
+        except SqsError as e:
+            return self._failed(e)
+        mutations_done = fut.done()
+        if mutations_done and fut.exception() is None:
+            self._wake()
+            return fut
+        out = self._loop.create_future()
+        fut.add_done_callback(lambda f: self._settled(f, out))
+        return out
+
+    def _settled(self, fut: asyncio.Future, out: asyncio.Future) -> None:
+        if out.done():
+            return
+        err = fut.exception()
+        if err is None:
+            self._wake()
+            out.set_result(fut.result())
+        elif isinstance(err, OutcomeUnknown):
+            out.set_exception(SERVICE_UNAVAILABLE(
+                f"The outcome of the request is unknown: {err}. It may or may not have taken effect; retry."))
+        else:
+            out.set_exception(err)
+
+    def _failed(self, err: Exception) -> asyncio.Future:
         fut = (self._loop or asyncio.get_running_loop()).create_future()
-        fut.set_exception(self._unavailable())
+        fut.set_exception(err)
         return fut
 
-    def _unavailable(self):
-        m = self.membership
-        view = m.view if m is not None else None
-        where = f"the master is {view.master}" if view is not None else "no master is known yet"
-        return SERVICE_UNAVAILABLE(
-            f"Node {self.name} is not the active master of the cluster ({where}). "
-            "The request was not executed; retry, against the master's endpoint.")
+    def _wake(self) -> None:
+        # Long polls re-check on any completed change. Cheap when nobody waits (the common case
+        # under load); a spurious wake-up only costs the waiter one more receive.
+        if self.local.waiters:
+            self.local.waiters.wake_everyone()
 
     async def wait_for_messages(self, queue: QueueKey, deadline_ms: int) -> None:
         await self.local.wait_for_messages(queue, deadline_ms)
@@ -68,19 +110,23 @@ class MembershipBackend:
         return self.local.now_ms()
 
     def can_serve_writes(self) -> bool:
-        m = self.membership
-        return m is not None and m.active
+        return self.replicated is not None and self.replicated.serving
 
     def cluster_status(self) -> dict:
-        m = self.membership
-        if m is None:
+        r = self.replicated
+        if r is None:
             return {"node": self.name, "active": False, "inactive_reason": "not started",
-                    "view": None, "master": None, "replication": {"enabled": False}}
-        st = m.status()
+                    "view": None, "master": None, "members": [], "replication": {"enabled": False}}
+        st = r.membership.status()
         st["members"] = st["view"]["members"] if st.get("view") else []
-        # Issue 5 fills this in; until then the active master serves from its own storage only.
-        st["replication"] = {"enabled": False}
+        st["serving"] = r.serving
+        st["replication"] = r.status()
+        if self.forwarder is not None:
+            st["replication"]["forwarding"] = self.forwarder.status()
         return st
+
+    def digest(self) -> str:
+        return self.local.storage.digest()
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
         return self.local.queue_stats()
@@ -90,47 +136,89 @@ class MembershipBackend:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        await self.local.start()
         cfg = self.node_config
         try:
             self._history = HistoryWriter(cfg.history_path, cfg.self_name) if cfg.history_path else None
-            node = MembershipNode(cfg, history=self._history)
-            node.subscribe(on_active=self._on_active)
-            node.start()
-        except (BindError, OSError) as e:
+            r = ReplicatedStorage(cfg, self.local.clock, self.local.storage.limits, history=self._history,
+                                  on_serving=self._on_serving, on_storage=self._on_storage)
+            self.local.storage = r.storage
+            self.forwarder = Forwarder(r)
+            r.membership.subscribe(on_view=lambda view: self.forwarder.master_changed(view.master))
+            await r.start()
+        except (BindError, OSError, ValueError) as e:
             if self._history is not None:
                 self._history.close()
-            await self.local.stop()
             raise ClusterStartError(f"node {cfg.self_name}: cannot start the cluster member: {e}") from None
-        self.membership = node
+        self.replicated = r
+        self._tick_task = self._loop.create_task(self._tick_loop(), name="replicated-tick")
 
     async def stop(self) -> None:
-        node, self.membership = self.membership, None
-        if node is not None:
-            # destroy_synchronous joins pysyncobj's thread: keep the loop free meanwhile
-            await asyncio.get_running_loop().run_in_executor(None, node.stop)
-        await self.local.stop()
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            try:
+                await self._tick_task
+            except asyncio.CancelledError:
+                pass
+            self._tick_task = None
+        r, self.replicated = self.replicated, None
+        if r is not None:
+            await r.stop()
+        self.local.waiters.wake_everyone()
 
     # -- operator actions (the admin routes) ---------------------------------------------------
 
     async def step_down(self) -> bool:
-        return await self._node().step_down()
+        return await self._node().membership.step_down()
 
     async def add_member(self, spec: NodeSpec) -> None:
-        await self._node().add_member(spec)
+        await self._node().membership.add_member(spec)
 
     async def remove_member(self, name: str) -> None:
-        await self._node().remove_member(name)
+        await self._node().membership.remove_member(name)
 
-    def _node(self) -> MembershipNode:
-        if self.membership is None:
+    def _node(self) -> ReplicatedStorage:
+        if self.replicated is None:
             raise RuntimeError("the cluster member is not running")
-        return self.membership
+        return self.replicated
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _on_active(self, active: bool) -> None:
-        log.info("node %s is %s", self.name, "ACTIVE: serving SQS" if active else "inactive: answering 503")
-        if not active:
-            self.local.waiters.wake_everyone()  # parked receives re-check, and get the 503
+    def _on_serving(self, serving: bool) -> None:
+        if serving == self._was_serving:
+            return
+        self._was_serving = serving
+        log.info("node %s is %s", self.name, "ACTIVE: the master, serving SQS" if serving
+                 else "not the active master: forwarding or answering 503")
+        # Parked receives re-check: on a former master they get the 503, on a new one messages.
+        self.local.waiters.wake_everyone()
+        if serving and self.on_master:
+            asyncio.get_running_loop().create_task(self._run_on_master())
 
+    async def _run_on_master(self) -> None:
+        for command in self.on_master:
+            try:
+                await self.execute(command)
+            except SqsError as e:
+                if e.kind is SERVICE_UNAVAILABLE:
+                    return  # no longer the master; the next one runs them
+                log.error("configured %s failed on the new master: %s: %s", type(command).__name__, e.code, e.message)
+
+    def _on_storage(self, storage: Storage) -> None:
+        self.local.storage = storage
+        self.local.waiters.wake_everyone()
+
+    async def _tick_loop(self) -> None:
+        busy = False
+        while True:
+            await asyncio.sleep(0 if busy else LocalBackend.TICK_INTERVAL_S)
+            busy = False
+            r = self.replicated
+            if r is None or not r.serving:
+                continue
+            try:
+                result = await self.execute(Tick())
+                busy = result is not None and result.effects >= Tick().max_effects
+            except SqsError:
+                pass    # lost mastership meanwhile, or a replica lags: tick again later
+            except Exception:
+                log.exception("replicated storage tick failed")

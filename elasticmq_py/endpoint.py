@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Awaitable
 
 from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMessage
-from storage.errors import INTERNAL_ERROR, SqsError
+from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from storage.results import ReceiveMessageResult
 
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
 from elasticmq_py.backend import Backend
+from elasticmq_py.forwarding import ForwardError, Forwarder
 from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.addressing import base_url, region_from_headers
@@ -42,10 +43,13 @@ class EndpointConfig:
 
 class Endpoint:
     def __init__(self, backend: Backend, config: EndpointConfig = EndpointConfig(),
-                 admin: ClusterAdmin | None = None):
+                 admin: ClusterAdmin | None = None, forwarder: "Forwarder | None" = None):
         self.backend = backend
         self.config = config
         self.admin = admin
+        self.forwarder = forwarder      # a cluster member's: hands SQS requests to the master
+        if forwarder is not None:
+            forwarder.endpoint = self
         self.model = sqs_model()
         self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives,
                                            cluster=backend.cluster_status if admin is not None else None)
@@ -57,6 +61,18 @@ class Endpoint:
             return _ADMIN[req.path](self, req)
         if req.path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
             return self.admin.handle(req) if self.admin is not None else not_a_cluster(req)
+        if self.forwarder is not None:
+            try:
+                master = self.forwarder.target()
+            except ForwardError as e:
+                return self.reject(req.headers, SERVICE_UNAVAILABLE(f"{e}. The request was not executed; retry."))
+            if master is not None:
+                return self.forwarder.forward(master, req, lambda msg: self.reject(
+                    req.headers, SERVICE_UNAVAILABLE(msg)))
+        return self._sqs(req)
+
+    def handle_forwarded(self, req: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        """A request another member forwarded to us (the master): never forwarded again."""
         return self._sqs(req)
 
     def reject(self, headers: dict[str, str], err: SqsError) -> HttpResponse:
@@ -76,7 +92,11 @@ class Endpoint:
         return HttpResponse(200, (("Content-Type", metrics_mod.CONTENT_TYPE),), self.metrics.render())
 
     def _cluster(self, req: HttpRequest) -> HttpResponse:
-        body = json.dumps(self.backend.cluster_status(), indent=1).encode()
+        st = self.backend.cluster_status()
+        if b"digest=1" in req.query and hasattr(self.backend, "digest"):
+            # O(state): only on request (tests and operators comparing members after a heal)
+            st.setdefault("replication", {})["digest"] = self.backend.digest()
+        body = json.dumps(st, indent=1).encode()
         return HttpResponse(200, (("Content-Type", "application/json"),), body)
 
     # -- SQS --------------------------------------------------------------------------------

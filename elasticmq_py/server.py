@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from storage import Storage
 from storage.commands import Command, CreateQueue, Namespace
 from storage.errors import SqsError
 
@@ -16,12 +17,16 @@ from cluster.clock import SystemClock
 
 from elasticmq_py.admin import ClusterAdmin
 from elasticmq_py.backend import Backend, LocalBackend
-from elasticmq_py.clustered import MembershipBackend
+from elasticmq_py.clustered import ClusterBackend
 from elasticmq_py.config import Config, ConfigError
 from elasticmq_py.endpoint import Endpoint, EndpointConfig
 from elasticmq_py.httpserver import HttpServer, serve
 
 log = logging.getLogger(__name__)
+
+
+def _config_error(command: CreateQueue, e: SqsError) -> ConfigError:
+    return ConfigError(f"queue {command.name} ({command.ns.region}/{command.ns.account}): {e.code}: {e.message}")
 
 
 class Server:
@@ -53,24 +58,31 @@ class Server:
     async def start_async(self) -> "Server":
         cfg = self.config
         backend = self._backend
+        queues = self._configured_queues()
         if backend is None:
             backend = LocalBackend(SystemClock(), cfg.limits_profile, node_name=cfg.node_name)
             if cfg.cluster is not None:
-                backend = MembershipBackend(backend, cfg.cluster)
+                # Each new master creates them through the replicated path; check them here
+                # first, so that a bad queue definition fails at start-up on every member.
+                self._check_queues(queues)
+                backend = ClusterBackend(backend, cfg.cluster, on_master=queues)
         self.backend = backend
         await self.backend.start()
-        try:
-            await self._create_configured_queues()
-        except BaseException:
-            await self.backend.stop()
-            raise
+        if not isinstance(backend, ClusterBackend):
+            try:
+                for command in queues:
+                    await self._create(command)
+            except BaseException:
+                await self.backend.stop()
+                raise
         admin = None
         if cfg.cluster is not None:
             # the backend of a cluster member offers step_down / add_member / remove_member
             admin = ClusterAdmin(self.backend, cfg.cluster.cluster.secret, cfg.admin_from)
         self.endpoint = Endpoint(self.backend, EndpointConfig(
             account_id=cfg.account_id, region=cfg.region,
-            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"), admin=admin)
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"), admin=admin,
+            forwarder=getattr(self.backend, "forwarder", None))
         if self.listen:
             try:
                 self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes())
@@ -81,8 +93,10 @@ class Server:
             log.info("elasticmq-py listening on %s", self.endpoint_url)
         return self
 
-    async def _create_configured_queues(self) -> None:
+    def _configured_queues(self) -> list[CreateQueue]:
+        """The [queues] of the configuration as commands, dead-letter queues first."""
         cfg = self.config
+        out: list[CreateQueue] = []
         configured = {(q.region or cfg.region, q.account_id or cfg.account_id, q.name) for q in cfg.queues}
         for spec in cfg.queues:
             ns = Namespace(spec.region or cfg.region, spec.account_id or cfg.account_id)
@@ -93,20 +107,26 @@ class Server:
             if dlq is not None:
                 if (ns.region, ns.account, dlq.name) not in configured:
                     # a dead-letter queue named only as a target is created with defaults
-                    await self._create(ns, dlq.name, {"FifoQueue": "true"} if dlq.name.endswith(".fifo") else {}, {})
+                    out.append(CreateQueue(ns, dlq.name, {"FifoQueue": "true"} if dlq.name.endswith(".fifo") else {}, {}))
                     configured.add((ns.region, ns.account, dlq.name))
                 attrs["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": ns.key(dlq.name).arn,
                                                      "maxReceiveCount": dlq.max_receive_count})
-            await self._create(ns, spec.name, attrs, dict(spec.tags))
+            out.append(CreateQueue(ns, spec.name, attrs, dict(spec.tags)))
+        return out
 
-    async def _create(self, ns: Namespace, name: str, attrs: dict, tags: dict) -> None:
-        # A cluster member creates its configured queues in its own storage whether or not it is
-        # the master: every member starts from the same configuration.
-        target = getattr(self.backend, "local", self.backend)
+    def _check_queues(self, queues: list[CreateQueue]) -> None:
+        scratch = Storage(SystemClock(), limits=self.config.limits_profile)
+        for command in queues:
+            try:
+                scratch.execute(command)
+            except SqsError as e:
+                raise _config_error(command, e) from None
+
+    async def _create(self, command: CreateQueue) -> None:
         try:
-            await target.execute(CreateQueue(ns, name, attrs, tags))
+            await self.backend.execute(command)
         except SqsError as e:
-            raise ConfigError(f"queue {name} ({ns.region}/{ns.account}): {e.code}: {e.message}") from None
+            raise _config_error(command, e) from None
 
     # -- the in-process API -----------------------------------------------------------------
 

@@ -51,6 +51,26 @@ def pick_ports(n: int) -> list[int]:
 
 
 @dataclass
+class DirectedLink:
+    """The proxies of one directed link a->b: a's Raft and mutation-stream connections to b."""
+
+    raft: LinkProxy
+    stream: LinkProxy
+
+    def cut(self) -> None:
+        self.raft.cut()
+        self.stream.cut()
+
+    def heal(self) -> None:
+        self.raft.heal()
+        self.stream.heal()
+
+    def close(self) -> None:
+        self.raft.close()
+        self.stream.close()
+
+
+@dataclass
 class Proc:
     name: str
     popen: subprocess.Popen
@@ -73,17 +93,22 @@ class Cluster:
     _ploop: ProxyLoop | None = None
 
     def __post_init__(self) -> None:
-        ports = pick_ports(len(self.names))
-        self.specs = [NodeSpec(n, Address("127.0.0.1", p)) for n, p in zip(self.names, ports)]
+        n = len(self.names)
+        ports = pick_ports(2 * n)
+        self.specs = [NodeSpec(name, Address("127.0.0.1", p), Address("127.0.0.1", q))
+                      for name, p, q in zip(self.names, ports[:n], ports[n:])]
         links: dict[tuple[str, str], LinkAddrs] = {}
         if self.proxied:
             self._ploop = ProxyLoop()
             for a in self.specs:
                 for b in self.specs:
                     if a.name != b.name:
-                        px = LinkProxy(self._ploop, f"{a.name}->{b.name}", "127.0.0.1", b.raft_addr.port)
+                        px = DirectedLink(LinkProxy(self._ploop, f"{a.name}->{b.name}", "127.0.0.1", b.raft_addr.port),
+                                          LinkProxy(self._ploop, f"{a.name}->{b.name} stream", "127.0.0.1",
+                                                    b.stream_addr.port))
                         self.proxies[(a.name, b.name)] = px
-                        links[(a.name, b.name)] = LinkAddrs(raft=Address("127.0.0.1", px.port))
+                        links[(a.name, b.name)] = LinkAddrs(raft=Address("127.0.0.1", px.raft.port),
+                                                            stream=Address("127.0.0.1", px.stream.port))
         self.cluster = ClusterConfig("test", self.secret, tuple(self.specs), links, self.timing)
 
     # -- processes --------------------------------------------------------------------------------

@@ -39,8 +39,12 @@ def server_toml(cluster: Cluster, name: str) -> str:
             out.append(f"stream = {_s(str(n.stream_addr))}")
         out.append("")
     for (src, dst), link in c.links.items():
+        out.append(f"[cluster.links.\"{src}->{dst}\"]")
         if link.raft is not None:
-            out += [f"[cluster.links.\"{src}->{dst}\"]", f"raft = {_s(str(link.raft))}", ""]
+            out.append(f"raft = {_s(str(link.raft))}")
+        if link.stream is not None:
+            out.append(f"stream = {_s(str(link.stream))}")
+        out.append("")
     out.append("[cluster.timing]")
     for f in fields(Timing):
         out.append(f"{f.name.replace('_', '-')} = {getattr(c.timing, f.name)!r}")
@@ -68,6 +72,21 @@ class ServerCluster(Cluster):
 
     def url(self, name: str) -> str:
         return f"http://{self.procs[name].admin}"
+
+    def replication(self, name: str, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The node's replication status with its state digest (GET /cluster?digest=1)."""
+        try:
+            with urllib.request.urlopen(self.url(name) + "/cluster?digest=1", timeout=timeout) as r:
+                return json.loads(r.read())["replication"]
+        except OSError:
+            return None
+
+    def converged(self, names: list[str]) -> bool:
+        """Every named node holds the same log position and the same state digest."""
+        reps = [self.replication(n) for n in names]
+        if any(r is None for r in reps):
+            return False
+        return len({(r["log"]["last_seq"], r["digest"]) for r in reps}) == 1
 
     def health(self, name: str, timeout: float = 2.0) -> int | None:
         try:

@@ -50,22 +50,22 @@ def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
     sqs.send_message(QueueUrl=url, MessageBody="hello")
     assert [m["Body"] for m in sqs.receive_message(QueueUrl=url).get("Messages", [])] == ["hello"]
 
-    # A non-active node never answers with a success: a 503 ServiceUnavailable, which the SDK
-    # retries (RetryAttempts > 0 shows botocore classified it as retryable).
-    bad = c.sqs(others[0], retries={"mode": "standard", "total_max_attempts": 2})
-    for call in (lambda: bad.send_message(QueueUrl=url, MessageBody="x"),
-                 lambda: bad.receive_message(QueueUrl=url, WaitTimeSeconds=1),
-                 lambda: bad.list_queues()):
-        with pytest.raises(ClientError) as ei:
-            call()
-        err = ei.value.response
-        assert err["Error"]["Code"] == "ServiceUnavailable", err
-        assert err["ResponseMetadata"]["HTTPStatusCode"] == 503
-        assert err["ResponseMetadata"]["RetryAttempts"] == 1
+    # Every other member forwards to the master: its endpoint works, with its own queue URLs.
+    via = c.sqs(others[0])
+    via_url = via.get_queue_url(QueueName="orders")["QueueUrl"]
+    assert via_url.startswith(c.url(others[0])), via_url
+    via.send_message(QueueUrl=via_url, MessageBody="through " + others[0])
+    got = via.receive_message(QueueUrl=via_url, WaitTimeSeconds=2).get("Messages", [])
+    assert [m["Body"] for m in got] == ["through " + others[0]]
+    via.delete_message(QueueUrl=via_url, ReceiptHandle=got[0]["ReceiptHandle"])
+    c.wait_for("the replicas converge to the master's digest", lambda: c.converged(THREE), 10)
 
     # GET /cluster, /metrics and the CLI's status table.
     st = c.status(others[1])
     assert st["master"] == master and st["active"] is False and st["role"] == "follower"
+    rep = st["replication"]
+    assert rep["enabled"] and rep["role"] == "replica" and rep["policy"] == "majority"
+    assert rep["applied_seq"] == c.status(master)["replication"]["log"]["last_seq"]
     assert set(st["peers"]) == set(THREE) - {others[1]} and all(p["out"] == "up" for p in st["peers"].values())
     with urllib.request.urlopen(c.url(master) + "/metrics") as r:
         metrics = r.read().decode()
