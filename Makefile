@@ -24,7 +24,7 @@ $(STAMP): $(PY) setup.cfg pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/elasticmq-py run
+	$(VENV)/bin/elasticmq-py local-cluster --nodes 3
 
 test: $(STAMP)
 	ELASTICMQ_PY_FROZEN=1 $(PY) -m pytest -n 2 -q

@@ -78,6 +78,7 @@ class ReplicatedStorage:
             on_serving=self._on_serving, on_storage=self._on_storage, on_note=self._on_note)
         self.membership = MembershipNode(config, history=history, required_gates=(REPLICATION_GATE,))
         self._policies: dict[QueueKey, AckPolicy] = {}
+        self._abandon_timer: asyncio.TimerHandle | None = None
         self._last_transfer_at: float | None = None
         self._started = False
 
@@ -98,6 +99,8 @@ class ReplicatedStorage:
         if not self._started:
             return
         self._started = False
+        if self._abandon_timer is not None:
+            self._abandon_timer.cancel()
         await self.stream.stop()
         # destroy_synchronous joins pysyncobj's thread: keep the loop free meanwhile
         await asyncio.get_running_loop().run_in_executor(None, self.membership.stop)
@@ -189,11 +192,24 @@ class ReplicatedStorage:
         self.stream.install_view(view.master, view.epoch, view.members)
 
     def _on_active(self, active: bool) -> None:
+        # Waiting operations are not failed at once when the lease lapses: a lapse under load can
+        # be a few heartbeats long, and an operation whose batch a majority acks meanwhile is as
+        # durable as any (no minority can collect those acks). Only if the node stays inactive
+        # for the fallback timeout are they told "outcome unknown". A view change fails them
+        # at once (the stream's MasterChanged).
+        if self._abandon_timer is not None:
+            self._abandon_timer.cancel()
+            self._abandon_timer = None
         if not active:
-            # Operations waiting for acks may still complete, or not: nobody here can tell now.
-            self.stream.abandon(f"{self.name} stopped being the active master before the ack policy was met")
+            self._abandon_timer = asyncio.get_running_loop().call_later(
+                self.config.timing.leader_fallback, self._abandon_if_inactive)
         if self.on_serving is not None:
             self.on_serving(self.serving)
+
+    def _abandon_if_inactive(self) -> None:
+        self._abandon_timer = None
+        if not self.membership.active:
+            self.stream.abandon(f"{self.name} stopped being the active master before the ack policy was met")
 
     def _on_serving(self, on: bool, epoch: int) -> None:
         self._policies.clear()

@@ -1,6 +1,7 @@
 """``elasticmq-py``: run a server, and look at or steer a running cluster.
 
     elasticmq-py serve [--config FILE] [--host H] [--port P] ...
+    elasticmq-py local-cluster [--nodes 3] [--http-port 9324] [--policy P] [--dir DIR]
     elasticmq-py status [--endpoint URL] [--json]
     elasticmq-py step-down [--endpoint URL] [--secret S | --secret-file F | --config FILE]
     elasticmq-py members add NAME --raft HOST:PORT [--stream HOST:PORT] [--endpoint URL] [secret]
@@ -16,14 +17,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Callable
 
+from elasticmq_py import localcluster
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
@@ -84,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     _endpoint_arg(mr)
     _secret_args(mr)
 
+    localcluster.add_parser(sub)
     toxiproxy_cli.add_parser(sub)
     # More subcommands go here, each as sub.add_parser(NAME, ...) plus an entry in COMMANDS
     # (below) naming the function that runs it.
@@ -110,6 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
     from elasticmq_py.server import Server
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # `kill -USR1 <pid>` writes every thread's stack to stderr: what a stuck node is doing
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.getLogger("pysyncobj").setLevel(logging.WARNING)
     try:
         base = Config.from_toml(args.config) if args.config else Config()
@@ -228,8 +236,8 @@ def _members(args: argparse.Namespace) -> int:
     return _mutate(args, "DELETE", f"/cluster/members/{args.name}", None, lambda r: f"removed {r.get('removed')}")
 
 
-def format_status(st: dict[str, Any]) -> str:
-    """GET /cluster as a table a person can read."""
+def format_status(st: dict[str, Any], now: float | None = None) -> str:
+    """GET /cluster as a table a person can read (``now``: the wall clock, for "s ago")."""
     def yn(v: Any) -> str:
         return "-" if v is None else ("yes" if v else "no")
 
@@ -268,14 +276,104 @@ def format_status(st: dict[str, Any]) -> str:
                 out += f" {p['out_for_s']:.1f}s"
             rows.append((name, str(p.get("dial", "-")), out, yn(p.get("in")), secs(p.get("last_rx_s_ago")),
                          secs(p.get("last_ack_s_ago")), str(p.get("connects", "-")), str(p.get("last_error") or "")))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines.append("")
-        for r in rows:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        lines += _table(rows)
     repl = st.get("replication") or {}
     lines.append("")
-    lines.append(f"replication {'enabled' if repl.get('enabled') else 'disabled'}")
+    if repl.get("enabled"):
+        lines += _format_replication(repl, now)
+    else:
+        lines.append("replication disabled")
     return "\n".join(lines)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _v(v: Any) -> str:
+    """A value, or '-' when the node did not report it."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"  # unreachable
+
+
+def _ms(v: Any) -> str:
+    return "-" if v is None else f"{v} ms"
+
+
+def _fields(*pairs: tuple[str, Any]) -> str:
+    """"label value" pairs, leaving out what the node did not report (an older node, or a role
+    that has no such figure)."""
+    return "   ".join(f"{k} {v if isinstance(v, str) else _v(v)}" for k, v in pairs if v is not None)
+
+
+def _format_replication(r: dict[str, Any], now: float | None = None) -> list[str]:
+    """The "replication" part of GET /cluster: the stream as this node sees it."""
+    forward = r.get("forward")
+    log = r.get("log") or {}
+    seqs = None
+    if log.get("entries"):
+        seqs = f"{_v(log.get('first_seq'))}..{_v(log.get('last_seq'))}"
+    indent = " " * 12
+    lines = ["replication enabled   " + _fields(
+        ("policy", r.get("policy")), ("forwarding", None if forward is None else ("on" if forward else "off")),
+        ("role", r.get("role")), ("serving", r.get("serving")), ("epoch", r.get("epoch")),
+        ("master", r.get("master") or "-"))]
+    for more in (
+        _fields(("halted", r.get("halted")), ("throttling", r.get("throttling")),
+                ("delay", None if r.get("delay_ms") is None else _ms(r["delay_ms"])),
+                ("queue", None if r.get("replication_queue") is None else f"{r['replication_queue']} ops"),
+                ("rejected frames", r.get("rejected_frames"))),
+        _fields(("log entries", log.get("entries")), ("size", None if log.get("bytes") is None else _bytes(log["bytes"])),
+                ("seq", seqs), ("last epoch", log.get("last_epoch")), ("applied seq", r.get("applied_seq"))),
+    ):
+        if more:
+            lines.append(indent + more)
+    replicas = r.get("replicas") or {}
+    if replicas:
+        rows = [("replica", "connected", "acked seq", "lag batches", "lag ms", "needs transfer")]
+        for name, p in sorted(replicas.items()):
+            rows.append((name, _v(p.get("connected")), _v(p.get("acked_seq")), _v(p.get("lag_batches")),
+                         _v(p.get("lag_ms")), _v(p.get("needs_transfer"))))
+        lines.append("")
+        lines += _table(rows)
+    elif r.get("role") == "master":
+        lines.append(indent + "replicas none")
+    lines.append("")
+    lines.append("last transfer  " + _format_transfer(r.get("last_transfer"), now))
+    return lines
+
+
+def _format_transfer(t: dict[str, Any] | None, now: float | None = None) -> str:
+    if not t:
+        return "none"
+    direction = t.get("direction")
+    peer = _v(t.get("peer"))
+    what = f"sent to {peer}" if direction == "sent" else f"received from {peer}" if direction == "received" \
+        else f"{_v(direction)} {peer}"
+    at = t.get("at")
+    when = "-"
+    if isinstance(at, (int, float)):
+        ago = (time.time() if now is None else now) - at
+        when = f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))} ({ago:.0f}s ago)"
+    duration = t.get("duration_s")
+    took = f"{duration:.2f}s" if isinstance(duration, (int, float)) else "-"
+    return (f"{what} at {when}: {_v(t.get('records'))} records, {_bytes(t.get('bytes'))} in {took}, "
+            f"up to seq {_v(t.get('at_seq'))}")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -284,6 +382,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _status,
     "step-down": _step_down,
     "members": _members,
+    "local-cluster": localcluster.run,
     "toxiproxy": toxiproxy_cli.run,
 }
 

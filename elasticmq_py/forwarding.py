@@ -138,7 +138,8 @@ class Forwarder:
     def _on_reply(self, sender: str, frame: ForwardReply) -> None:
         entry = self._waiting.get(frame.request_id)
         if entry is None or entry[0] != sender:
-            log.warning("forwarding: unexpected reply %d from %s", frame.request_id, sender)
+            # typically the answer to a request given up on when the master changed
+            log.info("forwarding: a reply to %d from %s that nobody waits for", frame.request_id, sender)
             return
         fut = entry[1]
         if fut.done():

@@ -72,6 +72,80 @@ class _ClusterCollector:
                                     value=raft["auth_failures"])
 
 
+class _ReplicationCollector:
+    """Mutation-stream gauges from the "replication" part of the node's cluster status. Nothing
+    is emitted while replication is off, so a single node's /metrics stays as it was. A figure
+    the node does not report (a replica has no replicas, a master no applied seq) is left out
+    rather than shown as 0, which would read as a real value."""
+
+    def __init__(self, status: Callable[[], dict]):
+        self._status = status
+
+    def collect(self):
+        r = self._status().get("replication") or {}
+        if not r.get("enabled"):
+            return
+
+        def gauge(name: str, doc: str, value, scale: float = 1.0):
+            if value is None:
+                return None
+            return GaugeMetricFamily(f"elasticmq_replication_{name}", doc, value=float(value) * scale)
+
+        log = r.get("log") or {}
+        gauges = [
+            gauge("enabled", "1: this node takes part in the mutation stream", 1),
+            gauge("serving", "1 while the stream lets this node serve (a new master: once synchronised "
+                             "with a majority)", r.get("serving")),
+            gauge("halted", "1 if the stream is halted: the master cannot reach a replica, or a replica "
+                            "its master", r.get("halted")),
+            gauge("throttling", "1 while the master throttles producers for a lagging reachable replica",
+                  r.get("throttling")),
+            gauge("delay_seconds", "Age of the oldest mutation not acknowledged by every replica",
+                  r.get("delay_ms"), 0.001),
+            gauge("queue_ops", "Client operations waiting to be replicated or acknowledged",
+                  r.get("replication_queue")),
+            gauge("epoch", "Epoch of the mutation stream", r.get("epoch")),
+            gauge("log_last_seq", "Last sequence number in the replication log", log.get("last_seq")),
+            gauge("log_entries", "Batches held in the replication log", log.get("entries")),
+            gauge("log_bytes", "Size of the replication log", log.get("bytes")),
+            gauge("applied_seq", "Last sequence number applied on this replica", r.get("applied_seq")),
+            gauge("rejected_frames", "Stream frames dropped as unauthenticated, malformed or stale",
+                  r.get("rejected_frames")),
+        ]
+        yield from (g for g in gauges if g is not None)
+
+        per_replica = {
+            "connected": ("replica_connected", "1 if the master's link to the replica is up", 1.0),
+            "acked_seq": ("replica_acked_seq", "Highest sequence number the replica acknowledged", 1.0),
+            "lag_batches": ("replica_lag_batches", "Batches the replica has not acknowledged yet", 1.0),
+            "lag_ms": ("replica_lag_seconds", "Age of the oldest batch the replica has not acknowledged", 0.001),
+            "needs_transfer": ("replica_needs_transfer", "1 if the replica is behind the log and needs a "
+                                                         "state transfer", 1.0),
+        }
+        replicas = sorted((r.get("replicas") or {}).items())  # only the master has replicas
+        for key, (name, doc, scale) in per_replica.items() if replicas else ():
+            g = GaugeMetricFamily(f"elasticmq_replication_{name}", doc, labels=["replica"])
+            for replica, info in replicas:
+                if info.get(key) is not None:
+                    g.add_metric([replica], float(info[key]) * scale)
+            yield g
+
+        t = r.get("last_transfer")
+        if t:
+            labels = [str(t.get("direction", "")), str(t.get("peer", ""))]
+            for key, name, doc in (
+                ("records", "records", "Records in the last state transfer"),
+                ("bytes", "bytes", "Bytes in the last state transfer"),
+                ("duration_s", "duration_seconds", "Duration of the last state transfer"),
+                ("at", "timestamp_seconds", "Unix time of the last state transfer"),
+            ):
+                if t.get(key) is not None:
+                    g = GaugeMetricFamily(f"elasticmq_replication_last_transfer_{name}", doc,
+                                          labels=["direction", "peer"])
+                    g.add_metric(labels, float(t[key]))
+                    yield g
+
+
 class Metrics:
     def __init__(self, stats: Callable[[], dict], waiting: Callable[[], int],
                  cluster: Callable[[], dict] | None = None):
@@ -85,6 +159,7 @@ class Metrics:
         self.registry.register(_QueueCollector(stats, waiting))
         if cluster is not None:
             self.registry.register(_ClusterCollector(cluster))
+            self.registry.register(_ReplicationCollector(cluster))
         # label lookups are cached: .labels() is the expensive part of an observation
         self._req: dict[tuple[str, str], object] = {}
         self._lat: dict[str, object] = {}

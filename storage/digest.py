@@ -9,15 +9,44 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Iterable, Mapping
+import operator
+from collections.abc import Mapping
+from typing import Any, Iterable
 
 import msgpack
 
 
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+_GETTERS: dict[type, Any] = {}
+
+
+def _getter(t: type) -> Any:
+    # dataclasses.fields() and a recursive call per field made a digest of 100,000 messages
+    # take seconds (and a status request asking for it stalled the node): one attrgetter per
+    # type reads all fields at once, and scalars are kept without a call.
+    g = _GETTERS.get(t)
+    if g is None:
+        if dataclasses.is_dataclass(t):
+            names = [f.name for f in dataclasses.fields(t)]
+            get = operator.attrgetter(*names)
+            g = (lambda v: (get(v),)) if len(names) == 1 else get
+        else:
+            g = False
+        _GETTERS[t] = g
+    return g
+
+
 def canonical(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [type(value).__name__, *(canonical(getattr(value, f.name)) for f in dataclasses.fields(value))]
-    if isinstance(value, Mapping):
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    get = _getter(t)
+    if get:
+        scalars = _SCALARS
+        return [t.__name__, *[v if type(v) in scalars else canonical(v) for v in get(value)]]
+    if t is tuple or t is list:
+        return [canonical(v) for v in value]
+    if t is dict or isinstance(value, Mapping):
         return [[canonical(k), canonical(v)] for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))]
     if isinstance(value, (list, tuple)):
         return [canonical(v) for v in value]

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from dataclasses import fields
@@ -31,7 +32,7 @@ def server_toml(cluster: Cluster, name: str) -> str:
     """The elasticmq-py TOML for one node of `cluster` (the same members/links/timing/secret)."""
     cfg = cluster.config_for(name)
     c = cfg.cluster
-    out = ["host = \"127.0.0.1\"", "port = 0", "", "[cluster]", f"name = {_s(c.name)}", f"self = {_s(name)}",
+    out = ["host = \"127.0.0.1\"", "port = 0", f"limits = {_s(getattr(cluster, 'limits', 'strict'))}", "", "[cluster]", f"name = {_s(c.name)}", f"self = {_s(name)}",
            f"secret = {_s(c.secret)}", f"history = {_s(cfg.history_path)}", ""]
     for n in c.nodes:
         out += ["[[cluster.nodes]]", f"name = {_s(n.name)}", f"raft = {_s(str(n.raft_addr))}"]
@@ -45,6 +46,11 @@ def server_toml(cluster: Cluster, name: str) -> str:
         if link.stream is not None:
             out.append(f"stream = {_s(str(link.stream))}")
         out.append("")
+    replication = getattr(cluster, "replication_config", None) or {}
+    if replication:
+        out.append("[cluster.replication]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in replication.items()]
+        out.append("")
     out.append("[cluster.timing]")
     for f in fields(Timing):
         out.append(f"{f.name.replace('_', '-')} = {getattr(c.timing, f.name)!r}")
@@ -52,6 +58,8 @@ def server_toml(cluster: Cluster, name: str) -> str:
 
 
 class ServerCluster(Cluster):
+    replication_config: dict[str, Any] = {}   # [cluster.replication] keys; set before start()
+    limits: str = "strict"
     def config_path(self, name: str) -> Path:
         return self.tmp / f"{name}.toml"
 
@@ -82,11 +90,20 @@ class ServerCluster(Cluster):
             return None
 
     def converged(self, names: list[str]) -> bool:
-        """Every named node holds the same log position and the same state digest."""
-        reps = [self.replication(n) for n in names]
+        """Every named node holds the same log position and the same state digest. The digest
+        is O(state) and computed on the node's loop, so it is asked for only once the cheap
+        log positions agree (polling it would stall the nodes under test)."""
+        sts = [self.status(n) for n in names]
+        if any(s is None for s in sts) or len({s["replication"]["log"]["last_seq"] for s in sts}) != 1:
+            time.sleep(0.2)
+            return False
+        reps = [self.replication(n, timeout=30) for n in names]
         if any(r is None for r in reps):
             return False
-        return len({(r["log"]["last_seq"], r["digest"]) for r in reps}) == 1
+        if len({(r["log"]["last_seq"], r["digest"]) for r in reps}) == 1:
+            return True
+        time.sleep(0.5)
+        return False
 
     def health(self, name: str, timeout: float = 2.0) -> int | None:
         try:

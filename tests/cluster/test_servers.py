@@ -1,7 +1,7 @@
 """The product as a cluster: `elasticmq-py serve --config` processes with a [cluster] section.
 
-Only the active master answers SQS calls (the others answer a retryable 503, never a success);
-/health follows activity; kill -9, SIGSTOP, step-down and runtime membership changes move the
+The active master executes SQS calls and every other member forwards to it (with forwarding off
+they answer a retryable 503, tests/cluster/test_replication.py); /health follows activity; kill -9, SIGSTOP, step-down and runtime membership changes move the
 master; the CLI shows and steers it. The fixture also checks every node's history: identical view
 sequences, never two active masters."""
 
@@ -14,7 +14,6 @@ import time
 import urllib.request
 
 import pytest
-from botocore.exceptions import ClientError
 
 from elasticmq_py import cli
 from tests.cluster.harness import REPO

@@ -137,7 +137,7 @@ def test_cli_help_lists_every_command(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    for cmd in ("serve", "status", "step-down", "members"):
+    for cmd in ("serve", "status", "step-down", "members", "local-cluster"):
         assert cmd in out
 
 
@@ -145,3 +145,111 @@ def test_cli_needs_a_secret_for_mutations(monkeypatch, capsys):
     monkeypatch.delenv(cli.SECRET_ENV, raising=False)
     assert cli.main(["step-down", "--endpoint", "http://127.0.0.1:9"]) == 1
     assert "secret is needed" in capsys.readouterr().err
+
+
+# --- replication in `status` and /metrics --------------------------------------------------------
+
+REPLICATION = {
+    "enabled": True, "policy": "majority", "forward": True, "role": "master", "serving": True, "epoch": 4,
+    "master": "n1",
+    "log": {"first_seq": 101, "last_seq": 1234, "last_epoch": 4, "entries": 1134, "bytes": 3 * 1024 * 1024},
+    "applied_seq": 1234, "throttling": False, "halted": True, "delay_ms": 1520, "replication_queue": 7,
+    "rejected_frames": 2,
+    "replicas": {
+        "n3": {"connected": False, "acked_seq": 90, "lag_batches": 1144, "lag_ms": 1520, "needs_transfer": True},
+        "n2": {"connected": True, "acked_seq": 1234, "lag_batches": 0, "lag_ms": 0, "needs_transfer": False},
+    },
+    "last_transfer": {"direction": "sent", "peer": "n3", "at": 1_700_000_000.0, "records": 100_000,
+                      "bytes": 12_345_678, "duration_s": 0.84, "at_seq": 1200},
+}
+
+MASTER_STATUS = {"node": "n1", "cluster": "orders", "role": "leader", "active": True, "quorum": True,
+                 "view": {"view_id": 3, "master": "n1", "epoch": 4, "members": ["n1", "n2", "n3"]},
+                 "replication": REPLICATION}
+
+
+def test_status_table_shows_replication():
+    out = cli.format_status(MASTER_STATUS, now=1_700_000_035.0)
+    lines = out.splitlines()
+    assert ("replication enabled   policy majority   forwarding on   role master   serving yes   "
+            "epoch 4   master n1") in lines
+    assert any("halted yes" in ln and "throttling no" in ln and "delay 1520 ms" in ln and "queue 7 ops" in ln
+               and "rejected frames 2" in ln for ln in lines), out
+    assert any("log entries 1134" in ln and "size 3.0 MiB" in ln and "seq 101..1234" in ln for ln in lines), out
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("replica "))
+    assert lines[header].split() == ["replica", "connected", "acked", "seq", "lag", "batches", "lag", "ms",
+                                     "needs", "transfer"]
+    assert lines[header + 1].split() == ["n2", "yes", "1234", "0", "0", "no"]
+    assert lines[header + 2].split() == ["n3", "no", "90", "1144", "1520", "yes"]
+    transfer = next(ln for ln in lines if ln.startswith("last transfer"))
+    assert "sent to n3" in transfer and "(35s ago)" in transfer and "100000 records" in transfer
+    assert "11.8 MiB in 0.84s" in transfer and "up to seq 1200" in transfer
+
+
+def test_status_table_on_a_replica_and_with_fields_missing():
+    st = dict(MASTER_STATUS, node="n2", active=False,
+              replication={"enabled": True, "role": "replica", "master": "n1", "serving": True, "halted": False,
+                           "applied_seq": 77, "log": {"first_seq": 1, "last_seq": 77, "entries": 77, "bytes": 900},
+                           "replicas": {}, "last_transfer": {"direction": "received", "peer": "n1",
+                                                             "at": 1_700_000_000.0}})
+    out = cli.format_status(st, now=1_700_000_001.0)
+    assert "role replica" in out and "applied seq 77" in out and "size 900 B" in out
+    assert not any(ln.startswith("replica ") for ln in out.splitlines()), "no per-replica table on a replica"
+    assert "last transfer  received from n1" in out and "None" not in out
+    bare = cli.format_status({"node": "n2", "replication": {"enabled": True}})
+    section = bare[bare.index("replication enabled"):]
+    assert section.splitlines() == ["replication enabled   master -", "", "last transfer  none"]
+
+
+def test_status_table_without_replication_is_unchanged():
+    for repl in ({"enabled": False}, None):
+        st = dict(MASTER_STATUS, replication=repl)
+        out = cli.format_status(st)
+        assert out.endswith("\n\nreplication disabled")
+        assert out == cli.format_status(dict(MASTER_STATUS, replication={"enabled": False}))
+        assert not any(ln.startswith("replica ") for ln in out.splitlines()) and "last transfer" not in out
+
+
+def _scrape(status: dict) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from elasticmq_py.metrics import Metrics
+
+    text = Metrics(lambda: {}, lambda: 0, cluster=lambda: status).render().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_metrics_replication_gauges():
+    m = _scrape(MASTER_STATUS)
+    expect = {
+        "enabled": 1, "serving": 1, "halted": 1, "throttling": 0, "delay_seconds": 1.52, "queue_ops": 7,
+        "log_last_seq": 1234, "log_entries": 1134, "log_bytes": 3 * 1024 * 1024,
+    }
+    for name, value in expect.items():
+        assert m[(f"elasticmq_replication_{name}", ())] == pytest.approx(value), name
+    per_replica = {"replica_connected": (1, 0), "replica_acked_seq": (1234, 90),
+                   "replica_lag_batches": (0, 1144), "replica_lag_seconds": (0, 1.52)}
+    for name, (n2, n3) in per_replica.items():
+        assert m[(f"elasticmq_replication_{name}", (("replica", "n2"),))] == pytest.approx(n2), name
+        assert m[(f"elasticmq_replication_{name}", (("replica", "n3"),))] == pytest.approx(n3), name
+    transfer = (("direction", "sent"), ("peer", "n3"))
+    assert m[("elasticmq_replication_last_transfer_records", transfer)] == 100_000
+    assert m[("elasticmq_replication_last_transfer_bytes", transfer)] == 12_345_678
+    assert m[("elasticmq_replication_last_transfer_duration_seconds", transfer)] == pytest.approx(0.84)
+    assert m[("elasticmq_replication_last_transfer_timestamp_seconds", transfer)] == 1_700_000_000.0
+    assert m[("elasticmq_cluster_active", ())] == 1, "the membership gauges are still there"
+
+
+def test_metrics_replica_node_and_disabled_replication():
+    replica = dict(MASTER_STATUS, replication={"enabled": True, "role": "replica", "serving": False,
+                                               "halted": False, "replicas": {}, "last_transfer": None})
+    m = _scrape(replica)
+    assert m[("elasticmq_replication_serving", ())] == 0
+    assert not any(name.startswith(("elasticmq_replication_replica_", "elasticmq_replication_last_transfer"))
+                   for name, _ in m)
+    assert ("elasticmq_replication_delay_seconds", ()) not in m, "not reported, so not made up as 0"
+    for repl in ({"enabled": False}, None):
+        m = _scrape(dict(MASTER_STATUS, replication=repl))
+        assert not any(name.startswith("elasticmq_replication_") for name, _ in m)
+        assert m[("elasticmq_cluster_active", ())] == 1

@@ -1,0 +1,363 @@
+"""``elasticmq-py local-cluster``: N cluster members as processes on loopback, in the foreground.
+
+    elasticmq-py local-cluster [--nodes 3] [--http-port 9324] [--policy majority] [--dir DIR]
+                               [--forward | --no-forward]
+
+Node ``nK`` (K = 1..N) is ``python -m elasticmq_py serve --config DIR/nK.toml``. Its SQS endpoint
+is http://127.0.0.1:BASE+K-1; its Raft and mutation-stream ports are BASE+10000+K-1 and
+BASE+10100+K-1. Those must stay below 32768, the start of Linux's ephemeral range, where a port
+we checked could be taken by some outgoing connection before the node binds it. ``--http-port 0``
+picks free ports for everything (from below 32768 too, for the same reason).
+
+DIR holds the node configurations, a random cluster secret (``secret``), each node's history
+(``nK.history.jsonl``) and log (``nK.log``); without --dir a new temporary directory is made and
+kept, so the histories can be analysed afterwards.
+
+Once every node answers GET /cluster and they agree on a master, the command prints (a format the
+tests parse, keep it stable)::
+
+    elasticmq-py local-cluster: 3 nodes, policy majority, forwarding on
+      n1  http://127.0.0.1:9324  pid 4242  master
+      n2  http://127.0.0.1:9325  pid 4243  follower
+      n3  http://127.0.0.1:9326  pid 4244  follower
+    master     n1  http://127.0.0.1:9324
+    directory  /tmp/elasticmq-py-local-...
+    status     elasticmq-py status --endpoint http://127.0.0.1:9324
+    ready: Ctrl-C stops the cluster
+
+(a follower's role reads "replica (forwards to the master)" once replication is on), then stays
+in the foreground. Ctrl-C, SIGTERM or SIGHUP stops every node (SIGTERM, then SIGKILL after
+--stop-timeout). A node that exits during start-up fails the command with its log's tail; one
+that exits later (say, its pid was killed to watch a failover) is reported and the others keep
+running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elasticmq_py.config import DEFAULT_PORT
+
+HOST = "127.0.0.1"
+RAFT_OFFSET = 10_000
+STREAM_OFFSET = 10_100
+PORT_CEILING = 32_768         # Linux's ephemeral range starts here (net.ipv4.ip_local_port_range)
+FREE_PORT_FLOOR = 10_000
+MAX_NODES = STREAM_OFFSET - RAFT_OFFSET   # beyond this the Raft and stream ranges would overlap
+POLICIES = ("none", "one", "majority", "all")
+LOG_TAIL_LINES = 25
+
+
+class LocalClusterError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    name: str
+    http: int
+    raft: int
+    stream: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.http}"
+
+
+# -- ports --------------------------------------------------------------------------------------
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # SO_REUSEADDR as the servers themselves use it: a port left in TIME_WAIT by the previous
+        # run is free for them, and must not be reported as taken.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def plan_ports(nodes: int, base: int) -> list[NodePlan]:
+    """The nodes' names and ports; ``base`` 0 picks free ports. Raises LocalClusterError."""
+    if not 1 <= nodes <= MAX_NODES:
+        raise LocalClusterError(f"--nodes must be between 1 and {MAX_NODES}")
+    names = [f"n{k}" for k in range(1, nodes + 1)]
+    if base == 0:
+        candidates = random.sample(range(FREE_PORT_FLOOR, PORT_CEILING), 3 * nodes * 4)
+        free = [p for p in candidates if _port_free(p)][:3 * nodes]
+        if len(free) < 3 * nodes:
+            raise LocalClusterError("cannot find enough free ports below 32768 on 127.0.0.1")
+        return [NodePlan(n, *free[3 * i:3 * i + 3]) for i, n in enumerate(names)]
+    if base < 0 or base > 65535:
+        raise LocalClusterError(f"--http-port {base} is not a port (0 picks free ones)")
+    if base + STREAM_OFFSET + nodes - 1 >= PORT_CEILING:
+        raise LocalClusterError(
+            f"--http-port {base}: the Raft and stream ports (--http-port + {RAFT_OFFSET} and + {STREAM_OFFSET}) "
+            f"must stay below {PORT_CEILING}; use a base of at most {PORT_CEILING - STREAM_OFFSET - nodes}, "
+            f"or 0 for free ports")
+    plan = [NodePlan(n, base + i, base + RAFT_OFFSET + i, base + STREAM_OFFSET + i) for i, n in enumerate(names)]
+    taken = [f"{p} ({n.name} {kind})" for n in plan
+             for kind, p in (("http", n.http), ("raft", n.raft), ("stream", n.stream)) if not _port_free(p)]
+    if taken:
+        raise LocalClusterError(
+            f"port{'s' if len(taken) > 1 else ''} {', '.join(taken)} on {HOST} "
+            f"{'are' if len(taken) > 1 else 'is'} taken (another local cluster or server running?); "
+            f"choose other ports with --http-port BASE, or --http-port 0 for free ones")
+    return plan
+
+
+# -- configuration files ------------------------------------------------------------------------
+
+def _s(v: Any) -> str:
+    # A JSON string literal is a valid TOML basic string (the standard library reads TOML only).
+    return json.dumps(v)
+
+
+def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool) -> str:
+    """The `serve --config` file of node ``me``; relative paths resolve against its directory."""
+    out = [f"host = {_s(HOST)}", f"port = {me.http}", "",
+           "[cluster]", 'name = "local"', f"self = {_s(me.name)}", 'secret-file = "secret"',
+           f"history = {_s(me.name + '.history.jsonl')}", ""]
+    for n in plan:
+        out += ["[[cluster.nodes]]", f"name = {_s(n.name)}", f"raft = {_s(f'{HOST}:{n.raft}')}",
+                f"stream = {_s(f'{HOST}:{n.stream}')}", f"http = {_s(f'{HOST}:{n.http}')}", ""]
+    out += ["[cluster.replication]", f"policy = {_s(policy)}", f"forward = {'true' if forward else 'false'}"]
+    return "\n".join(out) + "\n"
+
+
+def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: bool) -> dict[str, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    secret = directory / "secret"
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+    paths = {}
+    for me in plan:
+        path = directory / f"{me.name}.toml"
+        path.write_text(node_toml(plan, me, policy, forward))
+        paths[me.name] = path
+    return paths
+
+
+# -- the node processes ---------------------------------------------------------------------------
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec. The nodes live in their own process group (so a
+    # terminal's Ctrl-C reaches only us and we stop them in order); this makes sure a
+    # local-cluster killed with SIGKILL still takes them down instead of leaving them on the ports.
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    except OSError as e:
+        return f"(cannot read {path}: {e})\n"
+
+
+def _get_status(url: str, timeout: float = 1.0) -> dict | None:
+    try:
+        with urllib.request.urlopen(url + "/cluster", timeout=timeout) as r:
+            st = json.loads(r.read())
+    except (OSError, ValueError):  # not listening yet, 5xx (HTTPError is an OSError), not JSON
+        return None
+    return st if isinstance(st, dict) else None
+
+
+class LocalCluster:
+    def __init__(self, directory: Path, plan: list[NodePlan], policy: str = "majority", forward: bool = True,
+                 log_level: str = "INFO"):
+        self.directory, self.plan, self.policy, self.forward = directory, plan, policy, forward
+        self.log_level = log_level
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.configs: dict[str, Path] = {}
+
+    def log_path(self, name: str) -> Path:
+        return self.directory / f"{name}.log"
+
+    def start(self) -> None:
+        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward)
+        linux = sys.platform.startswith("linux")
+        for n in self.plan:
+            with open(self.log_path(n.name), "wb") as log:
+                self.procs[n.name] = subprocess.Popen(
+                    [sys.executable, "-m", "elasticmq_py", "serve", "--config", str(self.configs[n.name]),
+                     "--log-level", self.log_level],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    process_group=0, preexec_fn=_die_with_parent if linux else None)
+
+    def exited(self) -> dict[str, int]:
+        return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
+
+    def statuses(self) -> dict[str, dict | None]:
+        return {n.name: _get_status(n.url) for n in self.plan}
+
+    @staticmethod
+    def ready_master(statuses: dict[str, dict | None]) -> str | None:
+        """The master every node agrees on, once it serves; else None."""
+        if any(st is None for st in statuses.values()):
+            return None
+        masters = {st.get("master") for st in statuses.values()}
+        if len(masters) != 1 or None in masters:
+            return None
+        master = masters.pop()
+        st = statuses.get(master)
+        if st is None or not st.get("active"):
+            return None
+        repl = st.get("replication") or {}
+        if repl.get("enabled") and repl.get("serving") is False:
+            return None
+        return master
+
+    def stop(self, timeout: float = 10.0) -> list[str]:
+        """SIGTERM every live node, SIGKILL what is left after ``timeout``; the killed ones."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + timeout
+        killed = []
+        for name, p in self.procs.items():
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                killed.append(name)
+        return killed
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "local-cluster", help="run an N-node cluster on loopback in the foreground",
+        description="Start N cluster members as processes on 127.0.0.1, print their endpoints and "
+                    "the master, and stop them all on Ctrl-C or SIGTERM. Configurations, the "
+                    "generated cluster secret, histories and logs go to --dir.")
+    p.add_argument("--nodes", type=int, default=3, help="how many members (default 3)")
+    p.add_argument("--http-port", type=int, default=DEFAULT_PORT, metavar="BASE",
+                   help=f"node K's SQS port is BASE+K-1; Raft and stream ports are BASE+{RAFT_OFFSET}+K-1 "
+                        f"and BASE+{STREAM_OFFSET}+K-1; 0 picks free ports for all (default {DEFAULT_PORT})")
+    p.add_argument("--policy", choices=POLICIES, default="majority",
+                   help="replication ack policy (default majority)")
+    p.add_argument("--forward", action=argparse.BooleanOptionalAction, default=True,
+                   help="non-masters forward client requests to the master (default); "
+                        "--no-forward: they answer a retryable 503")
+    p.add_argument("--dir", metavar="DIR",
+                   help="where configs, the secret, histories and logs go (default: a new temporary "
+                        "directory, kept)")
+    p.add_argument("--start-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for the nodes to agree on a master (default 30)")
+    p.add_argument("--stop-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long a node may take to stop before it is killed (default 10)")
+    p.add_argument("--log-level", default="INFO", help="the nodes' logging level (default INFO)")
+    return p
+
+
+def _err(msg: str) -> None:
+    print(f"elasticmq-py local-cluster: {msg}", file=sys.stderr, flush=True)
+
+
+def _role(name: str, master: str, st: dict, forward: bool) -> str:
+    if name == master:
+        return "master"
+    repl = st.get("replication") or {}
+    if repl.get("enabled"):
+        role = repl.get("role") or "replica"
+        return f"{role} (forwards to the master)" if forward else f"{role} (answers 503: --no-forward)"
+    return str(st.get("role") or "member")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        plan = plan_ports(args.nodes, args.http_port)
+    except LocalClusterError as e:
+        _err(str(e))
+        return 1
+    directory = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="elasticmq-py-local-"))
+
+    stop = threading.Event()
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
+    cluster = LocalCluster(directory, plan, args.policy, args.forward, args.log_level)
+    try:
+        print(f"elasticmq-py local-cluster: starting {len(plan)} nodes in {directory}", flush=True)
+        try:
+            cluster.start()
+        except OSError as e:
+            _err(f"cannot start the nodes: {e}")
+            return 1
+        master, statuses = None, {}
+        deadline = time.monotonic() + args.start_timeout
+        while master is None:
+            dead = cluster.exited()
+            if dead:
+                for name, code in dead.items():
+                    log = cluster.log_path(name)
+                    _err(f"node {name} exited with code {code} during start-up; the end of {log}:\n"
+                         + _tail(log).rstrip())
+                return 1
+            if stop.is_set():
+                return 130
+            if time.monotonic() > deadline:
+                seen = {n: (st or {}).get("master") if st else "no answer" for n, st in statuses.items()}
+                _err(f"no master agreed on after {args.start_timeout:g}s (each node's master: {seen}); "
+                     f"logs are in {directory}")
+                return 1
+            statuses = cluster.statuses()
+            master = cluster.ready_master(statuses)
+            if master is None:
+                stop.wait(0.1)
+        by_name = {n.name: n for n in plan}
+        width = max(len(n.name) for n in plan)
+        lines = [f"elasticmq-py local-cluster: {len(plan)} nodes, policy {args.policy}, "
+                 f"forwarding {'on' if args.forward else 'off'}"]
+        for n in plan:
+            lines.append(f"  {n.name.ljust(width)}  {n.url}  pid {cluster.procs[n.name].pid}  "
+                         f"{_role(n.name, master, statuses[n.name], args.forward)}")
+        lines += [f"master     {master}  {by_name[master].url}",
+                  f"directory  {directory}",
+                  f"status     elasticmq-py status --endpoint {by_name[master].url}",
+                  "ready: Ctrl-C stops the cluster"]
+        print("\n".join(lines), flush=True)
+
+        reported: set[str] = set()
+        while not stop.wait(0.5):
+            dead = cluster.exited()
+            for name in sorted(set(dead) - reported):
+                _err(f"node {name} exited with code {dead[name]} (log: {cluster.log_path(name)})")
+            if len(dead) == len(plan):
+                _err("every node has exited")
+                return 1
+            if set(dead) - reported:
+                _err(f"{len(plan) - len(dead)} of {len(plan)} nodes keep running")
+            reported |= set(dead)
+        return 0
+    finally:
+        if cluster.procs:
+            killed = cluster.stop(args.stop_timeout)
+            if killed:
+                _err(f"killed {', '.join(killed)} after {args.stop_timeout:g}s")
+            print(f"elasticmq-py local-cluster: stopped ({directory} kept)", flush=True)
+        for s, h in previous.items():
+            signal.signal(s, h)
