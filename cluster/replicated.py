@@ -129,8 +129,7 @@ class ReplicatedStorage:
         if not mutations:
             fut.set_result(result)
             return fut
-        if isinstance(command, _TAG_CHANGES):
-            self._policies.clear()
+        self._executed(command)
         waiting = self.stream.submit(self.stream.next_op_id(), mutations, policy)
         if waiting.done() and waiting.exception() is None:
             fut.set_result(result)
@@ -167,6 +166,10 @@ class ReplicatedStorage:
         return st
 
     # -- callbacks from the layers ---------------------------------------------------------------
+
+    def _executed(self, command: Command) -> None:
+        if isinstance(command, _TAG_CHANGES):
+            self._policies.clear()   # rare: the next command of each queue reads its tags again
 
     def _policy_for(self, command: Command) -> AckPolicy:
         key = getattr(command, "queue", None)
@@ -228,7 +231,8 @@ class ReplicatedStorage:
         if event == "transfer-finished":
             self._last_transfer_at = now
         if self.history is not None:
-            self.history.write(event.replace("-", "_"), now, **fields)
+            # started_ms is the monotonic clock's: meaningless to a reader of another process
+            self.history.write(event.replace("-", "_"), now, **{k: v for k, v in fields.items() if k != "started_ms"})
 
 
 def _settle(fut: asyncio.Future, waiting: asyncio.Future, result: Any) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Sequence
 
 from storage import Storage
@@ -35,6 +36,10 @@ from elasticmq_py.backend import LocalBackend
 from elasticmq_py.forwarding import Forwarder
 
 log = logging.getLogger(__name__)
+
+
+class UnknownOutcome(SqsError):
+    """A retryable 503 for an operation that was executed and may or may not survive."""
 
 
 class ClusterStartError(RuntimeError):
@@ -56,10 +61,39 @@ class ClusterBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_task: asyncio.Task | None = None
         self._was_serving = False
+        self._last_progress: dict | None = None
 
     # -- the Backend interface ---------------------------------------------------------------
 
     def execute(self, command: Command) -> asyncio.Future:
+        fut = self._execute(command)
+        if self._history is not None and type(command) is not Tick:
+            self._record_op(command, fut, time.time())
+        return fut
+
+    def _record_op(self, command: Command, fut: asyncio.Future, started: float) -> None:
+        """The history's `op` line: what this node did for a client, and how it ended."""
+        queue = getattr(command, "queue", None)
+        fields = {"action": type(command).__name__, "queue": queue.name if queue is not None else None}
+
+        def done(f: asyncio.Future) -> None:
+            err = f.exception()
+            if err is None:
+                outcome = "ok"
+            elif isinstance(err, SqsError):
+                outcome = "unknown" if isinstance(err, UnknownOutcome) else "failed"
+                fields["error"] = err.code
+            else:
+                outcome, fields["error"] = "failed", type(err).__name__
+            if self._history is not None:
+                self._history.write("op", started, outcome=outcome, completed=round(time.time(), 6), **fields)
+
+        if fut.done():
+            done(fut)
+        else:
+            fut.add_done_callback(done)
+
+    def _execute(self, command: Command) -> asyncio.Future:
         r = self.replicated
         try:
             if r is None:
@@ -87,7 +121,7 @@ class ClusterBackend:
             self._wake()
             out.set_result(fut.result())
         elif isinstance(err, OutcomeUnknown):
-            out.set_exception(SERVICE_UNAVAILABLE(
+            out.set_exception(UnknownOutcome(SERVICE_UNAVAILABLE,
                 f"The outcome of the request is unknown: {err}. It may or may not have taken effect; retry."))
         else:
             out.set_exception(err)
@@ -207,11 +241,31 @@ class ClusterBackend:
         self.local.storage = storage
         self.local.waiters.wake_everyone()
 
+    def _record_progress(self) -> None:
+        """The history's `replication` line, once a second on the master while anything moved:
+        each replica's acknowledged position and lag (the acks, without a line per ack)."""
+        r = self.replicated
+        if self._history is None or r is None or r.stream.role != "master":
+            return
+        st = r.stream.status()
+        progress = {n: (x["acked_seq"], x["connected"]) for n, x in st["replicas"].items()}
+        if progress == self._last_progress:
+            return
+        self._last_progress = progress
+        self._history.write("replication", time.time(), epoch=st["epoch"], last_seq=st["log"]["last_seq"],
+                            replicas={n: {"acked_seq": x["acked_seq"], "lag_batches": x["lag_batches"],
+                                          "lag_ms": x["lag_ms"], "connected": x["connected"]}
+                                      for n, x in st["replicas"].items()})
+
     async def _tick_loop(self) -> None:
         busy = False
         while True:
             await asyncio.sleep(0 if busy else LocalBackend.TICK_INTERVAL_S)
             busy = False
+            try:
+                self._record_progress()
+            except Exception:
+                log.exception("writing the replication history line failed")
             r = self.replicated
             if r is None or not r.serving:
                 continue

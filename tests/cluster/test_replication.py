@@ -103,6 +103,17 @@ def test_sends_through_every_endpoint_land_once_and_in_order(make_cluster):
     assert all(r["connected"] and r["lag_batches"] == 0 for r in st["replicas"].values()), st
     fwd = [c.status(n)["replication"]["forwarding"]["forwarded"] for n in THREE if n != master]
     assert sum(fwd) >= 40, "the replicas forwarded their clients' requests"
+    # The master's history tells the story: its sync, the client operations it executed (also
+    # the forwarded ones), and the replicas' acknowledged positions.
+    time.sleep(1.2)
+    events = c.history(master)
+    kinds = {e["event"] for e in events}
+    assert {"sync_started", "synced", "op", "replication"} <= kinds, kinds
+    ops = [e for e in events if e["event"] == "op"]
+    sends = [e for e in ops if e["action"] == "SendMessage"]
+    assert len(sends) == 60 and all(e["outcome"] == "ok" and e["completed"] >= e["ts"] for e in sends)
+    last = [e for e in events if e["event"] == "replication"][-1]
+    assert set(last["replicas"]) == set(THREE) - {master}
 
 
 def test_kill_master_under_load_loses_nothing_acknowledged(make_cluster):

@@ -1,0 +1,214 @@
+"""ReplicationCore, one member's whole protocol, over an in-memory network (no sockets, no loop).
+
+Each test drives real cores the way the runtime does: views in, frames delivered in order per
+link, ticks; then checks what only the composition can get wrong: the master serves only after
+its sync, a joiner behind the log gets a transfer and then the stream, a deposed master's
+unacknowledged tail is reset, a replica that restarts empty is re-positioned, and the master
+keeps completing operations while a transfer runs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from storage import IdSource, ManualClock, Storage
+from storage.commands import CreateQueue, Namespace, SendMessage
+
+from cluster.replication.core import (
+    Abandoned, ReplicationCore, Serving, StorageReplaced, TransferSettings,
+)
+from cluster.replication.log import ReplicationLog
+from cluster.replication.master import Limits
+from cluster.replication.messages import AckPolicy, Complete, Send
+
+NS = Namespace("us-east-1", "000000000000")
+NAMES = ("n1", "n2", "n3")
+
+
+class Net:
+    def __init__(self, names, *, log_limit: int = 64 * 1024 * 1024, chunk_records: int = 2_000) -> None:
+        self.clock = ManualClock(1_000_000)
+        self.cores: dict[str, ReplicationCore] = {}
+        self.queue: deque[tuple[str, str, object]] = deque()
+        self.down: set[str] = set()
+        self.completed: set[int] = set()
+        self.abandoned = 0
+        self.serving: list[tuple[str, bool, int]] = []
+        self.log_limit = log_limit
+        self.chunk_records = chunk_records
+        self._ids = 0
+        for n in names:
+            self.add(n)
+
+    def add(self, name: str) -> ReplicationCore:
+        self._ids += 1
+        seed = self._ids
+        core = ReplicationCore(name, Storage(self.clock, IdSource(seed)),
+                               lambda: Storage(self.clock, IdSource(seed + 100)),
+                               log=ReplicationLog(self.log_limit), configured=3,
+                               limits=Limits(resend_after_ms=200),
+                               transfer=TransferSettings(chunk_records=self.chunk_records, window=4,
+                                                         resend_after_ms=200))
+        self.cores[name] = core
+        return core
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def handle(self, name: str, actions) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                if name not in self.down and a.to not in self.down:
+                    self.queue.append((name, a.to, a.frame))
+            elif isinstance(a, Complete):
+                self.completed.update(a.op_ids)
+            elif isinstance(a, Abandoned):
+                self.abandoned += 1
+            elif isinstance(a, Serving):
+                self.serving.append((name, a.on, a.epoch))
+            elif isinstance(a, StorageReplaced):
+                assert self.cores[name].storage is a.storage
+
+    def view(self, master: str, epoch: int, members=NAMES) -> None:
+        for n in members:
+            if n not in self.down:
+                self.handle(n, self.cores[n].install_view(master, epoch, members, self.now()))
+        for n in members:
+            for m in members:
+                if n != m and n not in self.down and m not in self.down:
+                    self.handle(n, self.cores[n].on_peer(m, True, self.now()))
+
+    def run(self, steps: int = 10_000) -> None:
+        for _ in range(steps):
+            if not self.queue:
+                return
+            sender, to, frame = self.queue.popleft()
+            if to in self.down or sender in self.down:
+                continue
+            self.handle(to, self.cores[to].on_frame(sender, frame, self.now()))
+
+    def settle(self, rounds: int = 50) -> None:
+        for _ in range(rounds):
+            self.run()
+            for n, c in self.cores.items():
+                if n not in self.down:
+                    self.handle(n, c.flush(self.now()))
+            self.run()
+            self.clock.advance(250)
+            for n, c in self.cores.items():
+                if n not in self.down:
+                    self.handle(n, c.on_tick(self.now()))
+
+    def execute(self, master: str, command, op_id: int, policy: AckPolicy | None = None) -> None:
+        core = self.cores[master]
+        _, muts = core.storage.execute(command)
+        self.handle(master, core.submit(op_id, muts, policy))
+
+    def digests(self, names=None) -> set[str]:
+        return {self.cores[n].storage.digest() for n in (names or self.cores) if n not in self.down}
+
+
+def test_a_master_serves_only_after_syncing_with_a_majority():
+    net = Net(NAMES)
+    net.down = {"n2", "n3"}
+    net.view("n1", 1, ("n1",))
+    net.settle(3)
+    assert not net.cores["n1"].serving, "alone, n1 is no majority of 3 configured members"
+    net.down = set()
+    net.view("n1", 1, NAMES)
+    net.settle(3)
+    assert net.cores["n1"].serving and net.serving == [("n1", True, 1)]
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    for i in range(2, 40):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}"), i)
+    net.settle(3)
+    assert net.completed == set(range(1, 40))
+    assert len(net.digests()) == 1
+
+
+def test_a_joiner_behind_the_log_gets_a_transfer_while_the_master_keeps_serving():
+    net = Net(NAMES, log_limit=20_000, chunk_records=50)
+    net.down = {"n3"}
+    net.view("n1", 1, ("n1", "n2"))
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    for i in range(2, 600):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}" + "x" * 100), i)
+        net.handle("n1", net.cores["n1"].flush(net.now()))
+        net.run()
+    assert net.cores["n1"].log.first_seq > 1, "the log was trimmed: a joiner cannot replay it"
+    net.down = set()
+    net.view("n1", 1, NAMES)
+    before = len(net.completed)
+    for i in range(600, 650):   # the master keeps completing operations during the transfer
+        net.execute("n1", SendMessage(NS.key("q"), f"during {i}"), i)
+        net.handle("n1", net.cores["n1"].flush(net.now()))
+        net.run(20)
+    net.settle(20)
+    assert len(net.completed) - before == 50
+    last = net.cores["n3"].last_transfer
+    assert last is not None and last["direction"] == "received" and last["records"] > 600
+    assert net.cores["n1"].last_transfer["direction"] == "sent"
+    assert len(net.digests()) == 1
+    assert net.cores["n3"].log.last_seq == net.cores["n1"].log.last_seq
+
+
+def test_a_deposed_masters_unacknowledged_tail_is_reset_by_transfer():
+    net = Net(NAMES)
+    net.view("n1", 1)
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    net.settle(3)
+    # n1 is cut off and executes operations nobody acknowledges
+    net.down = {"n1"}
+    for i in range(2, 10):
+        net.execute("n1", SendMessage(NS.key("q"), f"lost {i}"), i)
+        net.handle("n1", net.cores["n1"].flush(net.now()))
+    assert not net.completed & set(range(2, 10))
+    net.view("n2", 2, ("n2", "n3"))
+    net.settle(5)
+    assert net.cores["n2"].serving
+    net.execute("n2", SendMessage(NS.key("q"), "kept"), 100)
+    net.settle(3)
+    assert 100 in net.completed
+    # n1 comes back: its view changes (its waiting ops are abandoned), and it is reset
+    net.down = set()
+    net.view("n2", 2, NAMES)
+    net.settle(10)
+    assert net.abandoned >= 1
+    assert net.cores["n1"].last_transfer is not None, "the divergent member was reset by transfer"
+    assert len(net.digests()) == 1
+    bodies = {m.body for q in [net.cores["n1"].storage] for m in _messages(q)}
+    assert "kept" in bodies and not any(b.startswith("lost") for b in bodies)
+
+
+def test_a_replica_restarted_empty_is_repositioned_and_catches_up():
+    net = Net(NAMES)
+    net.view("n1", 1)
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    for i in range(2, 20):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}"), i)
+    net.settle(3)
+    # n3 restarts with empty memory before anybody noticed a disconnection
+    fresh = net.add("n3")
+    net.handle("n3", fresh.install_view("n1", 1, NAMES, net.now()))
+    net.execute("n1", SendMessage(NS.key("q"), "after the restart"), 50)
+    net.settle(10)
+    assert net.cores["n3"].log.last_seq == net.cores["n1"].log.last_seq
+    assert len(net.digests()) == 1
+
+
+def test_planted_bugs_are_named_and_checked():
+    with pytest.raises(ValueError):
+        ReplicationCore("n1", Storage(ManualClock(0)), lambda: Storage(ManualClock(0)), bugs=frozenset({"typo"}))
+    core = ReplicationCore("n1", Storage(ManualClock(0)), lambda: Storage(ManualClock(0)),
+                           bugs=frozenset({"skip-sync"}), configured=3)
+    actions = core.install_view("n1", 1, NAMES, 0)
+    assert core.serving and Serving(True, 1) in actions, "skip-sync serves without asking anyone"
+
+
+def _messages(storage: Storage):
+    return [rec.message for rec in storage.iter_snapshot() if type(rec).__name__ == "MessageRestored"]
