@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from storage import Storage
@@ -34,7 +35,7 @@ from storage.commands import (
 from storage.errors import SqsError
 from storage.limits import STRICT, Limits as StorageLimits
 
-from cluster.config import NodeConfig
+from cluster.config import NodeConfig, NodeSpec
 from cluster.history import HistoryWriter
 from cluster.membership import View
 from cluster.replication.master import Limits
@@ -88,7 +89,7 @@ class ReplicatedStorage:
         """Bind the stream, then join the cluster (raises cluster.runtime.BindError/OSError)."""
         await self.stream.start()
         try:
-            self.membership.subscribe(on_view=self._on_view, on_active=self._on_active)
+            self.membership.subscribe(on_view=self._on_view, on_active=self._on_active, on_member=self._on_member)
             self.membership.start()
         except BaseException:
             await self.stream.stop()
@@ -190,6 +191,20 @@ class ReplicatedStorage:
                             tags.tags.get(POLICY_TAG), self.policy.value)
             self._policies[key] = p
         return p
+
+    def _on_member(self, change: str, spec: NodeSpec) -> None:
+        """A member added or removed at runtime: the stream learns where to reach it."""
+        cluster = self.config.cluster
+        nodes = tuple(n for n in cluster.nodes if n.name != spec.name)
+        if change == "added":
+            if spec.stream_addr is None:
+                log.warning("member %s was added without a stream address: nothing can be streamed to it",
+                            spec.name)
+                return
+            nodes += (spec,)
+        self.config = replace(self.config, cluster=replace(cluster, nodes=nodes))
+        self.stream.update_config(self.config.cluster)
+        log.info("stream: member %s %s", spec.name, change)
 
     def _on_view(self, view: View) -> None:
         self.stream.install_view(view.master, view.epoch, view.members)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.config import FAIL_REASON
 
-from cluster.config import NodeConfig, NodeSpec
+from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
 from cluster.history import HistoryWriter
 from cluster.lease import VoteGuard
 from cluster.membership import (CANDIDATE, FOLLOWER, LEADER, ActivityChanged, DeliverView, GateOpened,
@@ -95,6 +95,7 @@ class MembershipNode:
         self._views = _ViewLog(self._on_view_applied)
         self._view_listeners: list[Callable[[View], Any]] = []
         self._active_listeners: list[Callable[[bool], Any]] = []
+        self._member_listeners: list[Callable[[str, NodeSpec], Any]] = []
         self._on_raft_thread: collections.deque[Callable[[], None]] = collections.deque()
         self._stopped = False
 
@@ -126,7 +127,7 @@ class MembershipNode:
         def make_transport(so: Any, self_node: Any, other_nodes: Any) -> ClusterTransport:
             self._transport = ClusterTransport(so, self_node, other_nodes, config=self.config,
                                                vote_guard=self._guard, on_lease_ack=self._on_lease_ack,
-                                               clock=self._clock)
+                                               on_member=self._on_member, clock=self._clock)
             return self._transport
 
         self._record("started", self._clock(), raft=str(self.config.bind_addr),
@@ -156,12 +157,16 @@ class MembershipNode:
     # -- subscriptions and queries (event-loop thread) --------------------------------------------
 
     def subscribe(self, on_view: Callable[[View], Any] | None = None,
-                  on_active: Callable[[bool], Any] | None = None) -> None:
-        """Callbacks run on the node's event loop, in the order the events happened."""
+                  on_active: Callable[[bool], Any] | None = None,
+                  on_member: Callable[[str, NodeSpec], Any] | None = None) -> None:
+        """Callbacks run on the node's event loop, in the order the events happened.
+        ``on_member("added" | "removed", spec)``: the Raft configuration changed at runtime."""
         if on_view is not None:
             self._view_listeners.append(on_view)
         if on_active is not None:
             self._active_listeners.append(on_active)
+        if on_member is not None:
+            self._member_listeners.append(on_member)
 
     @property
     def view(self) -> View | None:
@@ -252,8 +257,9 @@ class MembershipNode:
         return err == FAIL_REASON.SUCCESS
 
     async def add_member(self, spec: NodeSpec, timeout: float = 5.0) -> None:
+        stream = str(spec.stream_addr) if spec.stream_addr is not None else None
         await self._membership_change(lambda cb: self._so.addNodeToCluster(
-            NamedNode(spec.name, str(spec.raft_addr)), callback=cb), timeout)
+            NamedNode(spec.name, str(spec.raft_addr), stream), callback=cb), timeout)
 
     async def remove_member(self, name: str, timeout: float = 5.0) -> None:
         await self._membership_change(lambda cb: self._so.removeNodeFromCluster(NamedNode(name), callback=cb), timeout)
@@ -306,6 +312,18 @@ class MembershipNode:
 
     def _on_lease_ack(self, peer: str, term: int, stamp: float, now: float) -> None:
         self._handle(LeaseAck(now, peer, term, stamp))
+
+    def _on_member(self, change: str, node: NamedNode) -> None:
+        try:
+            raft = getattr(node, "raft_addr", None)
+            stream = getattr(node, "stream_addr", None)
+            spec = NodeSpec(node.id, Address.parse(raft) if raft else Address("0.0.0.0", 0),
+                            Address.parse(stream) if stream else None)
+        except ConfigError as e:
+            log.warning("member %s %s with unusable addresses: %s", node.id, change, e)
+            return
+        for cb in self._member_listeners:
+            self._loop.call_soon_threadsafe(cb, change, spec)
 
     def _on_view_applied(self, view: View) -> None:
         self._handle(ViewCommitted(self._clock(), view))

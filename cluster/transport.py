@@ -55,8 +55,10 @@ class NamedNode(Node):
     kept on the node so that a member added at runtime can be dialled (it travels in the
     authenticated Raft log with pysyncobj's membership command)."""
 
-    def __init__(self, name: str, raft_addr: str | None = None) -> None:
-        super().__init__(name, raft_addr=raft_addr)
+    def __init__(self, name: str, raft_addr: str | None = None, stream_addr: str | None = None) -> None:
+        # stream_addr travels with it too: the replication layer of every member must learn
+        # where to stream to a member added at runtime
+        super().__init__(name, raft_addr=raft_addr, stream_addr=stream_addr)
 
     @property
     def name(self) -> str:
@@ -122,7 +124,9 @@ class ClusterTransport(Transport):
     def __init__(self, syncObj: Any, selfNode: NamedNode, otherNodes: Any, *,
                  config: NodeConfig, vote_guard: VoteGuard,
                  on_lease_ack: Callable[[str, int, float, float], None],
+                 on_member: Callable[[str, NamedNode], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        self._on_member = on_member     # ("added" | "removed", node), on pysyncobj's thread
         super().__init__(syncObj, selfNode, otherNodes)
         self._so = syncObj
         self._self = selfNode
@@ -186,6 +190,8 @@ class ClusterTransport(Transport):
             node = NamedNode(node.id, getattr(node, "raft_addr", None))
         if node.id == self._self.id or node.id in self._links:
             return
+        if self._on_member is not None and getattr(self, "_ready", False):
+            self._on_member("added", node)
         default = Address.parse(node.raft_addr) if getattr(node, "raft_addr", None) else None
         try:
             dial = self._config.cluster.dial_raft(self._self.id, node.id, default)
@@ -195,6 +201,8 @@ class ClusterTransport(Transport):
         self._links[node.id] = _Link(node, dial, down_since=self._clock())
 
     def dropNode(self, node: Node) -> None:
+        if self._on_member is not None and node.id in self._links:
+            self._on_member("removed", node)
         link = self._links.pop(node.id, None)
         if link is not None and link.out is not None:
             c, link.out = link.out, None

@@ -115,13 +115,18 @@ def test_members_add_and_remove_through_the_cli(make_cluster):
     master = c.wait_for("first master", c.stable_master(members=set(THREE)), 15)
     c.start("n4")
     spec = next(s for s in c.specs if s.name == "n4")
-    argv = ["n4", "--raft", str(spec.raft_addr), "--stream", "127.0.0.1:9", "--endpoint", c.url(master),
+    argv = ["n4", "--raft", str(spec.raft_addr), "--stream", str(spec.stream_addr), "--endpoint", c.url(master),
             "--config", str(c.config_path(master))]
     assert cli.main(["members", "add", *argv]) == 0
     m = c.wait_for("a view with n4", c.stable_master(members={"n1", "n2", "n3", "n4"}), 15)
     assert c.status(m)["configured"] == ["n1", "n2", "n3", "n4"]
     assert c.status("n4")["view"]["members"] == ["n1", "n2", "n3", "n4"]
     assert c.health("n4") == (200 if m == "n4" else 503)
+    # every member learnt n4's stream address with the configuration change: n4 gets the data
+    sqs = c.sqs(m)
+    url = sqs.create_queue(QueueName="after-n4")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="to all four")
+    c.wait_for("n4 holds the same state", lambda: c.converged(["n1", "n2", "n3", "n4"]), 15)
     code, _, err = _cli("members", "remove", "n4", "--endpoint", c.url(m), "--secret", c.secret)
     assert code == 0, err
     m2 = c.wait_for("a view without n4", c.stable_master(among=THREE, members=set(THREE)), 15)
