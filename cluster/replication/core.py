@@ -121,6 +121,10 @@ class ReplicationCore:
         self.last_transfer: dict[str, Any] | None = None
         self._transfer_ids = itertools.count(1)
         self._receive_started = 0
+        # Transfers already taken here, by (sender, epoch, transfer_id): late copies of their
+        # chunks (a resend crossing the final ack) must never be taken a second time, which
+        # would reset the state and log below what this replica has acknowledged since.
+        self._finished_transfers: set[tuple[str, int, int]] = set()
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -345,6 +349,8 @@ class ReplicationCore:
         return out
 
     def _on_chunk(self, sender: str, chunk: SnapshotChunk, now_ms: int) -> list[Any]:
+        if (sender, chunk.epoch, chunk.transfer_id) in self._finished_transfers:
+            return []
         rec = self.receiver
         if rec is None:
             master, epoch = self.following()
@@ -358,6 +364,7 @@ class ReplicationCore:
         if taken is None:
             return out
         staging, at_seq, at_epoch = taken
+        self._finished_transfers.add((sender, chunk.epoch, chunk.transfer_id))
         self.receiver = None
         self.storage = staging
         self.last_transfer = _transfer_stats("received", sender, at_seq, rec.received_records, rec.received_bytes,

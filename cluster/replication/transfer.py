@@ -42,13 +42,18 @@ class TransferDone:
 class TransferSender:
     def __init__(self, replica: str, epoch: int, new_id: Callable[[], int], storage: Storage,
                  log: ReplicationLog, now_ms: int, *, chunk_records: int = 2_000, window: int = 8,
-                 resend_after_ms: int = 1_000):
+                 resend_after_ms: int = 1_000, chunk_bytes: int = 256 * 1024):
         self.replica = replica
         self.epoch = epoch
         self._new_id = new_id
         self._storage = storage
         self._log = log
         self.chunk_records = chunk_records
+        self.max_chunk_records = chunk_records
+        # Chunks are bounded in bytes too (aiming at chunk_bytes, adapted from the last chunk's
+        # bytes per record): 2,000 records of 1 KB messages made 2 MB frames, a window of 16 MB,
+        # which a slow link took seconds to drain while heartbeats queued behind it.
+        self.chunk_bytes = chunk_bytes
         self.window = window
         self.resend_after_ms = resend_after_ms
         self.started_ms = now_ms
@@ -65,6 +70,7 @@ class TransferSender:
         self._unacked: deque[SnapshotChunk] = deque()
         self._exhausted = False
         self._last_ack_ms = now_ms
+        self._resend_wait = self.resend_after_ms
         self.sent_records = 0
         self.sent_bytes = 0
 
@@ -83,6 +89,9 @@ class TransferSender:
                     break
             self._exhausted = len(batch) < self.chunk_records
             blob = encode_many(batch)
+            if batch:
+                per_record = max(1, len(blob) // len(batch))
+                self.chunk_records = max(16, min(self.max_chunk_records, self.chunk_bytes // per_record))
             chunk = SnapshotChunk(self.epoch, self.transfer_id, self._next_index, self.at_seq, self.at_epoch,
                                   blob, self._exhausted)
             self._next_index += 1
@@ -104,14 +113,21 @@ class TransferSender:
         while self._unacked and self._unacked[0].index <= ack.index:
             self._unacked.popleft()
         self._last_ack_ms = now_ms
+        self._resend_wait = self.resend_after_ms
         if self.done:
             return [TransferDone(self.replica, self.at_seq, self.sent_records, self.sent_bytes,
                                  self.started_ms, now_ms)]
         return self.pump(now_ms, self.window)
 
     def on_tick(self, now_ms: int) -> list[Action]:
-        if self._unacked and now_ms - self._last_ack_ms >= self.resend_after_ms:
+        # The unacked window goes again after a silence, with the wait doubling while nothing is
+        # acked (reset by any ack): on a link slower than a window per timeout, resending every
+        # timeout queued copy after copy, behind which the useful chunks (and the stream's
+        # heartbeats) waited. The receiver drops chunks out of order, so after a dropped
+        # connection the whole window is needed again.
+        if self._unacked and now_ms - self._last_ack_ms >= self._resend_wait:
             self._last_ack_ms = now_ms
+            self._resend_wait = min(self._resend_wait * 2, 16 * self.resend_after_ms)
             return [Send(self.replica, c) for c in self._unacked]
         return []
 
