@@ -273,9 +273,12 @@ class StreamTransport:
 
     def _set_zmtp_heartbeat(self, s: zmq.Socket) -> None:
         # ZMTP pings close half-open TCP connections, so libzmq reconnects instead of waiting on a
-        # connection a cut proxy left behind; our own heartbeats still decide liveness.
+        # connection a cut proxy left behind; our own heartbeats still decide liveness. The pong
+        # queues behind whatever data is in flight, so the timeout must exceed the time a slow
+        # link needs to drain a transfer window (tests/chaos/FINDINGS.md B): at dead_after it
+        # closed healthy connections mid-transfer, which then started over.
         s.setsockopt(zmq.HEARTBEAT_IVL, max(1, int(self.timing.heartbeat * 1000)))
-        s.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(1, int(self.timing.dead_after * 1000)))
+        s.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(1, int(5 * self.timing.dead_after * 1000)))
 
     def _refuse(self, reason: str, detail: str, identity: bytes | None) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
