@@ -57,7 +57,19 @@ def failover(quick: bool) -> dict:
     return failover_bench.suite(quick)
 
 
-SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover}
+def replication(quick: bool) -> dict:
+    from bench import replication_bench  # imported here: it starts real cluster processes
+
+    return replication_bench.suite(quick)
+
+
+def sim(quick: bool) -> dict:
+    from bench import sim_bench  # imported here: it starts Spark
+
+    return sim_bench.suite(quick)
+
+
+SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication, "sim": sim}
 
 
 def main(argv: list[str] | None = None) -> int:

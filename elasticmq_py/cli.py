@@ -32,6 +32,7 @@ from elasticmq_py import localcluster
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
+from sim import cli as sim_cli   # `sim` and `analyze` (issue 7); all their code lives in sim/
 
 DEFAULT_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 SECRET_ENV = "ELASTICMQ_PY_CLUSTER_SECRET"
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     localcluster.add_parser(sub)
     toxiproxy_cli.add_parser(sub)
+    sim_cli.add_parsers(sub)
     # More subcommands go here, each as sub.add_parser(NAME, ...) plus an entry in COMMANDS
     # (below) naming the function that runs it.
     return p
@@ -384,6 +386,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "members": _members,
     "local-cluster": localcluster.run,
     "toxiproxy": toxiproxy_cli.run,
+    **sim_cli.COMMANDS,
 }
 
 

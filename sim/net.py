@@ -1,0 +1,111 @@
+"""The simulated network: one FIFO channel per directed link and plane, with faults.
+
+What it allows is what TCP and ZeroMQ allow. Frames on one directed link of one plane arrive in
+the order they were sent (TCP), whatever their individual delays: a frame never overtakes an
+earlier one on its link. Frames on different links, or on the two planes (Raft's connection and
+the mutation stream's are separate TCP connections) are independent, so they do reorder against
+each other. A *cut* link refuses new frames (ZMQ_IMMEDIATE: nothing is queued for a peer that is
+not connected) and loses the frames in flight on it (the connection is reset); frames sent after
+it is restored travel on a new connection. Random drops model frames lost to a reconnect or a full
+send queue (ZMQ_SNDHWM); duplicates model a frame that is delivered twice (a resend racing the
+original), and are delivered right after the original, so FIFO still holds.
+
+Time is integer microseconds of the world's clock. Each link has a base latency drawn per frame
+from the scenario's range, plus whatever extra latency the active delay faults add, per plane:
+a fault may slow the whole path or just one connection (a latency toxic on the stream's proxy).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.world import World
+
+RAFT, STREAM = 0, 1
+
+
+class Link:
+    __slots__ = ("cuts", "gen", "last", "extra_us")
+
+    def __init__(self) -> None:
+        self.cuts = 0           # active faults cutting this link (it is up when 0)
+        self.gen = 0            # bumped on each cut: frames of an older connection are lost
+        self.last = [0, 0]      # per plane: the latest delivery time scheduled (FIFO)
+        self.extra_us = [0, 0]  # per plane: extra latency from active delay faults
+
+
+class Network:
+    def __init__(self, world: "World", rng: random.Random, names: list[str], base_delay_ms: tuple[float, float]):
+        self.world = world
+        self.rng = rng
+        self.links: dict[tuple[str, str], Link] = {(a, b): Link() for a in names for b in names if a != b}
+        self.lo_us = int(base_delay_ms[0] * 1000)
+        self.hi_us = max(self.lo_us, int(base_delay_ms[1] * 1000))
+        self.drop = 0.0
+        self.dup = 0.0
+        self.sent = 0
+        self.lost = 0
+
+    def up(self, a: str, b: str) -> bool:
+        return self.links[(a, b)].cuts == 0
+
+    def send(self, src: str, dst: str, plane: int, msg: Any) -> bool:
+        link = self.links[(src, dst)]
+        self.sent += 1
+        dnode = self.world.nodes.get(dst)
+        if link.cuts or dnode is None or not dnode.alive:
+            # nothing is queued for a peer that is not connected (ZMQ_IMMEDIATE)
+            self.lost += 1
+            return False
+        rng = self.rng
+        if self.drop and rng.random() < self.drop:
+            self.lost += 1
+            return True   # the sender cannot tell
+        world = self.world
+        t = world.now + rng.randint(self.lo_us, self.hi_us) + link.extra_us[plane]
+        last = link.last[plane]
+        if t < last:
+            t = last
+        link.last[plane] = t
+        inc = dnode.incarnation
+        world.at(t, self._deliver, src, dst, plane, msg, link.gen, inc)
+        if self.dup and rng.random() < self.dup:
+            world.at(t, self._deliver, src, dst, plane, msg, link.gen, inc)
+        return True
+
+    def _deliver(self, src: str, dst: str, plane: int, msg: Any, gen: int, inc: int) -> None:
+        if self.links[(src, dst)].gen != gen:
+            self.lost += 1
+            return
+        node = self.world.nodes[dst]
+        if node.incarnation != inc or not node.alive:
+            self.lost += 1
+            return
+        node.receive(plane, src, msg)
+
+    # --- faults ---------------------------------------------------------------------------------
+
+    def cut(self, a: str, b: str) -> None:
+        link = self.links[(a, b)]
+        link.cuts += 1
+        link.gen += 1
+
+    def restore(self, a: str, b: str) -> None:
+        link = self.links[(a, b)]
+        link.cuts = max(0, link.cuts - 1)
+
+    def add_delay(self, a: str, b: str, us: int, planes: tuple[int, ...] = (RAFT, STREAM)) -> None:
+        """Extra latency on one direction of a link, on both planes (the path is slow) or on one
+        (a proxy with a latency toxic on that connection only, as the chaos tests do)."""
+        link = self.links[(a, b)]
+        for p in planes:
+            link.extra_us[p] = max(0, link.extra_us[p] + us)
+
+    def heal_all(self) -> None:
+        for link in self.links.values():
+            if link.cuts:
+                link.cuts = 0
+            link.extra_us = [0, 0]
+        self.drop = self.dup = 0.0

@@ -1,0 +1,288 @@
+"""A deterministic Raft model that drives the real MembershipCore in the simulator.
+
+Why a model and not pysyncobj itself: pysyncobj runs its own thread and reads the wall clock
+(time.time / time.monotonic) throughout, so neither its timing nor its interleaving with the rest
+of the node can be replayed from a seed. This module is a small Raft (elections, log replication,
+commitment) that exchanges real messages over the simulated network and gives the guarantees the
+membership layer builds on:
+
+* at most one leader per term (votes, one per term per node, majority to win);
+* a leader's log entries commit only with a majority (view changes are Raft log entries,
+  applied in log order with ``accept_view`` on every node, exactly like cluster/runtime.py);
+* the election restriction (a candidate's log must be at least as up to date as the voter's);
+* leader fallback: a leader that has not heard from a majority within ``leader_fallback`` steps
+  down (pysyncobj's leaderFallbackTimeout);
+* randomised election timeouts in [election_min, election_max] from the seed;
+* the project's own additions on top of pysyncobj, reproduced: every AppendEntries carries the
+  leader's send stamp and every accepted one is answered with a lease ack (cluster/lease.py);
+  the vote guard drops RequestVote for ``vote_guard`` after leader contact and for
+  ``election_max`` after start (cluster.lease.VoteGuard, the same class);
+* no durable state: a restarted node starts at term 0 with an empty log (``journalFile=None``).
+
+It feeds MembershipCore the events the live runtime feeds it: a ``RaftSample`` on every tick and
+every role/term change, a ``LeaseAck`` per accepted heartbeat answer, a ``ViewCommitted`` per
+applied view entry. What it leaves to the chaos tests (tests against real pysyncobj processes):
+pysyncobj's own bugs and timing quirks, its batching and snapshots, dynamic membership changes,
+leadership transfer, and clock drift between nodes (the simulator shares one clock).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cluster.config import Timing
+from cluster.lease import VoteGuard, majority
+from cluster.membership import CANDIDATE, FOLLOWER, LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class RequestVote:
+    term: int
+    last_index: int
+    last_term: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteReply:
+    term: int
+    granted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntries:
+    term: int
+    prev_index: int
+    prev_term: int
+    entries: tuple[tuple[int, Any], ...]   # (term, view record)
+    commit: int
+    stamp: float                           # the leader's clock when sent (lease.py)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendReply:
+    term: int
+    success: bool
+    match: int
+    stamp: float
+
+
+class RaftNode:
+    """One member's Raft state. ``send(to, msg)``, ``changed()`` (role/term/leader changed),
+    ``lease_ack(peer, term, stamp)`` and ``apply(record)`` are the host's."""
+
+    def __init__(self, name: str, names: list[str], timing: Timing, rng: random.Random, now: float, *,
+                 send: Callable[[str, Any], None], changed: Callable[[], None],
+                 lease_ack: Callable[[str, int, float], None], apply: Callable[[Any], None]):
+        self.name = name
+        self.peers = [n for n in names if n != name]
+        self.configured = frozenset(names)
+        self.quorum = majority(len(names))
+        self.t = timing
+        self.rng = rng
+        self._send = send
+        self._changed = changed
+        self._lease_ack = lease_ack
+        self._apply = apply
+        self.term = 0
+        self.voted_for: str | None = None
+        self.role = FOLLOWER
+        self.leader: str | None = None
+        self.log: list[tuple[int, Any]] = []
+        self.commit = 0
+        self.applied = 0
+        self.votes: set[str] = set()
+        self.next_index: dict[str, int] = {}
+        self.match: dict[str, int] = {}
+        self.last_response: dict[str, float] = {}
+        self.last_heartbeat = 0.0
+        self.guard = VoteGuard(timing.vote_guard, started_at=now, startup_quiet=timing.election_max)
+        self.deadline = now + self._timeout()
+
+    def _timeout(self) -> float:
+        return self.rng.uniform(self.t.election_min, self.t.election_max)
+
+    @property
+    def last_index(self) -> int:
+        return len(self.log)
+
+    @property
+    def last_term(self) -> int:
+        return self.log[-1][0] if self.log else 0
+
+    # --- time -----------------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        if self.role == LEADER:
+            alive = 1 + sum(1 for p in self.peers if now - self.last_response.get(p, -1e9) < self.t.leader_fallback)
+            if alive < self.quorum:
+                self._become_follower(self.term, now)
+                self._changed()
+                return
+            if now - self.last_heartbeat >= self.t.heartbeat:
+                self._broadcast(now)
+        elif now >= self.deadline:
+            self._start_election(now)
+
+    def _start_election(self, now: float) -> None:
+        self.term += 1
+        self.role = CANDIDATE
+        self.leader = None
+        self.voted_for = self.name
+        self.votes = {self.name}
+        self.deadline = now + self._timeout()
+        self._changed()
+        msg = RequestVote(self.term, self.last_index, self.last_term)
+        for p in self.peers:
+            self._send(p, msg)
+        self._maybe_win(now)
+
+    def _become_follower(self, term: int, now: float) -> None:
+        if term > self.term:
+            self.term = term
+            self.voted_for = None
+            self.leader = None
+        if self.role == LEADER:
+            self.leader = None
+        self.role = FOLLOWER
+        self.votes = set()
+        self.deadline = now + self._timeout()
+
+    def _maybe_win(self, now: float) -> None:
+        if self.role != CANDIDATE or len(self.votes) < self.quorum:
+            return
+        self.role = LEADER
+        self.leader = self.name
+        for p in self.peers:
+            self.next_index[p] = self.last_index + 1
+            self.match[p] = 0
+            self.last_response[p] = now   # grace: fallback counts from taking office
+        self._changed()
+        self._broadcast(now)
+
+    # --- the leader's side ----------------------------------------------------------------------
+
+    def propose(self, record: Any, now: float) -> bool:
+        if self.role != LEADER:
+            return False
+        self.log.append((self.term, record))
+        self._advance_commit(now)
+        self._broadcast(now)
+        return True
+
+    def _broadcast(self, now: float) -> None:
+        self.last_heartbeat = now
+        for p in self.peers:
+            self._append_to(p, now)
+
+    def _append_to(self, p: str, now: float) -> None:
+        nxt = self.next_index.get(p, self.last_index + 1)
+        prev = nxt - 1
+        entries = tuple(self.log[prev:prev + 64])
+        self._send(p, AppendEntries(self.term, prev, self.log[prev - 1][0] if prev else 0, entries,
+                                    self.commit, now))
+
+    def _advance_commit(self, now: float) -> None:
+        for n in range(self.last_index, self.commit, -1):
+            if self.log[n - 1][0] != self.term:
+                break      # only entries of the current term commit by counting (Raft 5.4.2)
+            if 1 + sum(1 for p in self.peers if self.match.get(p, 0) >= n) >= self.quorum:
+                self.commit = n
+                break
+        self._apply_committed()
+
+    def _apply_committed(self) -> None:
+        while self.applied < self.commit:
+            self.applied += 1
+            self._apply(self.log[self.applied - 1][1])
+
+    # --- messages -------------------------------------------------------------------------------
+
+    def on_message(self, sender: str, msg: Any, now: float) -> None:
+        t = type(msg)
+        if t is AppendEntries:
+            self._on_append(sender, msg, now)
+        elif t is AppendReply:
+            self._on_append_reply(sender, msg, now)
+        elif t is RequestVote:
+            self._on_vote_request(sender, msg, now)
+        elif t is VoteReply:
+            self._on_vote_reply(sender, msg, now)
+
+    def _on_vote_request(self, sender: str, m: RequestVote, now: float) -> None:
+        # The transport's vote guard drops it unread (cluster/lease.py): no term change, no answer.
+        if not self.guard.allows_vote(now, self.role == LEADER):
+            return
+        changed = False
+        if m.term > self.term:
+            self._become_follower(m.term, now)
+            changed = True
+        granted = False
+        if m.term == self.term and self.voted_for in (None, sender) \
+                and (m.last_term, m.last_index) >= (self.last_term, self.last_index):
+            self.voted_for = sender
+            granted = True
+            self.deadline = now + self._timeout()
+        if changed:
+            # A deposed leader is inactive before its vote leaves (lease.py, case 1).
+            self._changed()
+        self._send(sender, VoteReply(self.term, granted))
+
+    def _on_vote_reply(self, sender: str, m: VoteReply, now: float) -> None:
+        if m.term > self.term:
+            self._become_follower(m.term, now)
+            self._changed()
+            return
+        if self.role == CANDIDATE and m.term == self.term and m.granted:
+            self.votes.add(sender)
+            self._maybe_win(now)
+
+    def _on_append(self, sender: str, m: AppendEntries, now: float) -> None:
+        if m.term < self.term:
+            self._send(sender, AppendReply(self.term, False, 0, m.stamp))
+            return
+        changed = m.term > self.term or self.role != FOLLOWER or self.leader != sender
+        if m.term > self.term or self.role != FOLLOWER:
+            self._become_follower(m.term, now)
+        self.leader = sender
+        self.guard.on_leader_contact(now)
+        self.deadline = now + self._timeout()
+        if changed:
+            self._changed()
+        if m.prev_index > self.last_index or (m.prev_index and self.log[m.prev_index - 1][0] != m.prev_term):
+            self._send(sender, AppendReply(self.term, False, min(self.last_index, m.prev_index - 1), m.stamp))
+            return
+        i = m.prev_index
+        for e in m.entries:
+            i += 1
+            if i <= self.last_index:
+                if self.log[i - 1][0] == e[0]:
+                    continue
+                del self.log[i - 1:]
+            self.log.append(e)
+        match = m.prev_index + len(m.entries)
+        if m.commit > self.commit:
+            self.commit = min(m.commit, match)
+            self._apply_committed()
+        self._send(sender, AppendReply(self.term, True, match, m.stamp))
+
+    def _on_append_reply(self, sender: str, m: AppendReply, now: float) -> None:
+        if m.term > self.term:
+            self._become_follower(m.term, now)
+            self._changed()
+            return
+        if self.role != LEADER or m.term != self.term:
+            return
+        self.last_response[sender] = now
+        self._lease_ack(sender, m.term, m.stamp)
+        if m.success:
+            if m.match > self.match.get(sender, 0):
+                self.match[sender] = m.match
+            self.next_index[sender] = self.match[sender] + 1
+            self._advance_commit(now)
+            if self.next_index[sender] <= self.last_index:
+                self._append_to(sender, now)
+        else:
+            self.next_index[sender] = max(1, min(self.next_index.get(sender, 1) - 1, m.match + 1))
+            self._append_to(sender, now)

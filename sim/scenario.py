@@ -1,0 +1,192 @@
+"""A scenario: everything one simulated run does, drawn from its seed.
+
+The generator decides the cluster size (unless pinned), the operation mix and pace, the network's
+normal behaviour, the fault schedule, the ack policy (unless pinned) and a few protocol knobs
+(a small replication log, so that catching up needs a state transfer; small snapshot chunks, so
+transfers take several round trips). A scenario is plain data (``to_json``) so a failing seed can
+be read, stored next to its history, and rerun.
+
+Faults run from ``fault_start`` to ``fault_end``; then the network heals, crashed nodes restart,
+paused ones resume, and the clients keep working on a healthy cluster until ``duration``, after
+which the run drains every queue and records each node's digest.
+
+Crashes lose the node's whole state (everything is in memory, Raft's log and vote included), so
+when a crash may happen is part of the fault model (decided by the simulator at the moment of the
+crash, since only then is the cluster's state known; see ``World._may_crash``):
+
+* ``safe`` (the default): only when no other node is down or still catching up after a restart,
+  and every other node holds everything a majority holds (its replication log and its Raft log);
+* ``any``: whenever fewer than ``(nodes - 1) // 2`` nodes are down or catching up. Under this
+  policy the simulator finds a real bug of the current design (a restarted, empty member still
+  counts in Raft and sync majorities): see sim/README.md, "Known bugs found".
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+POLICIES = ("none", "one", "majority", "all")
+
+# Fault kinds and their relative weights in a schedule.
+FAULT_WEIGHTS: dict[str, int] = {
+    "crash": 3,        # a node dies (state lost), restarts after `duration` with empty memory
+    "crash_master": 3, # the same, aimed at whichever node is the active master then
+    "pause": 2,        # SIGSTOP-like: the node stops processing for `duration`, then resumes its backlog
+    "pause_master": 2,
+    "isolate": 2,      # cut every link to and from one node (the master, half of the time)
+    "partition": 2,    # a random split of the nodes into two sides
+    "bridge": 1,       # two sides that cannot talk, and one node that talks to both
+    "one_way": 1,      # cut one direction of one or more links
+    "flap": 1,         # a link pair going down and up every few hundred ms
+    "delay": 2,        # extra latency on some links (FIFO kept), up to seconds
+    "lossy": 1,        # random frame drops on every link
+    "dup": 1,          # frames delivered twice on every link
+    "slow_master_fails": 6,  # the master's outgoing links turn slow (each its own delay), then it
+                             # crashes or pauses while its batches are still on the way
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float                 # seconds of simulated time
+    kind: str
+    duration: float
+    target: str = ""          # node name, "master", or ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    nodes: int
+    policy: str
+    duration: float                  # seconds of workload (faults included); drain comes after
+    fault_start: float
+    fault_end: float
+    faults: tuple[Fault, ...]
+    clients: int
+    think_ms: float                  # mean pause of a client between two operations
+    mix: dict[str, float]            # op kind -> weight
+    fifo_groups: int
+    base_delay_ms: tuple[float, float]   # normal one-way latency, uniform in [lo, hi]
+    log_limit_bytes: int             # replication log bound (small: lagging replicas need a transfer)
+    chunk_records: int               # snapshot chunk size
+    bugs: tuple[str, ...] = ()
+    crash_policy: str = "safe"       # when the nemesis may crash a node: see World._may_crash
+
+    def names(self) -> list[str]:
+        return [f"n{i + 1}" for i in range(self.nodes)]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["faults"] = [f.to_json() for f in self.faults]
+        d["base_delay_ms"] = list(self.base_delay_ms)
+        d["bugs"] = list(self.bugs)
+        return d
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Scenario":
+        d = dict(d)
+        d["faults"] = tuple(Fault(**f) for f in d["faults"])
+        d["base_delay_ms"] = tuple(d["base_delay_ms"])
+        d["bugs"] = tuple(d.get("bugs", ()))
+        return cls(**d)
+
+
+DEFAULT_MIX = {"send": 6, "send_fifo": 4, "receive": 4, "receive_fifo": 3, "delete": 3, "change_visibility": 1}
+
+
+CRASH_POLICIES = ("safe", "any")
+
+
+def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
+             bugs: tuple[str, ...] | frozenset[str] = (), faults: bool = True,
+             crash_policy: str = "safe") -> Scenario:
+    """The scenario of ``seed``. ``nodes`` / ``policy`` None: drawn from the seed too."""
+    rng = random.Random(f"scenario:{seed}")
+    n = nodes if nodes is not None else rng.choice((3, 3, 3, 5))
+    pol = policy if policy is not None else rng.choice(POLICIES)
+    if pol not in POLICIES:
+        raise ValueError(f"unknown ack policy {pol!r}")
+    if crash_policy not in CRASH_POLICIES:
+        raise ValueError(f"unknown crash policy {crash_policy!r}")
+    fault_start = min(2.0, duration * 0.1)
+    fault_end = max(fault_start, duration * 0.75)
+    schedule: list[Fault] = []
+    if faults and fault_end > fault_start:
+        kinds = sorted(FAULT_WEIGHTS)
+        weights = [FAULT_WEIGHTS[k] for k in kinds]
+        # One fault every 1.5-6 s on average, some overlapping.
+        t = fault_start + rng.uniform(0.0, 1.5)
+        while t < fault_end:
+            kind = rng.choices(kinds, weights)[0]
+            f = _fault(rng, kind, t, n, fault_end)
+            schedule.append(f)
+            t += rng.uniform(0.3, 6.0)
+    mix = dict(DEFAULT_MIX)
+    for k in mix:
+        mix[k] = round(mix[k] * rng.uniform(0.5, 1.5), 3)
+    lo = rng.choice((0.1, 0.3, 1.0))
+    return Scenario(
+        seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
+        faults=tuple(schedule), clients=rng.choice((2, 3, 3, 4)), think_ms=rng.choice((50.0, 100.0, 200.0)),
+        mix=mix, fifo_groups=rng.choice((1, 2, 3)), base_delay_ms=(lo, lo * rng.choice((2.0, 5.0, 10.0))),
+        log_limit_bytes=rng.choice((64 * 1024 * 1024, 64 * 1024, 8 * 1024)),
+        chunk_records=rng.choice((2000, 200, 20)), bugs=tuple(sorted(bugs)), crash_policy=crash_policy)
+
+
+def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:
+    names = [f"n{i + 1}" for i in range(n)]
+    dur = lambda lo, hi: round(min(rng.uniform(lo, hi), max(0.05, fault_end - at)), 3)  # noqa: E731
+    at = round(at, 3)
+    if kind in ("crash", "crash_master"):
+        return Fault(at, "crash", dur(0.2, 6.0), "master" if kind == "crash_master" else rng.choice(names))
+    if kind in ("pause", "pause_master"):
+        return Fault(at, "pause", dur(0.05, 3.0), "master" if kind == "pause_master" else rng.choice(names))
+    if kind == "isolate":
+        return Fault(at, "isolate", dur(0.3, 8.0), "master" if rng.random() < 0.5 else rng.choice(names))
+    if kind == "partition":
+        side = rng.sample(names, rng.randint(1, n - 1))
+        return Fault(at, "partition", dur(0.3, 8.0), "", {"side": sorted(side)})
+    if kind == "bridge":
+        shuffled = rng.sample(names, n)
+        bridge = shuffled[0]
+        rest = shuffled[1:]
+        half = len(rest) // 2
+        return Fault(at, "bridge", dur(0.5, 8.0), bridge, {"a": sorted(rest[:half]), "b": sorted(rest[half:])})
+    if kind == "one_way":
+        links = []
+        for _ in range(rng.randint(1, n)):
+            a, b = rng.sample(names, 2)
+            links.append([a, b])
+        return Fault(at, "one_way", dur(0.3, 6.0), "", {"links": sorted(links)})
+    if kind == "flap":
+        a, b = rng.sample(names, 2)
+        return Fault(at, "flap", dur(1.0, 6.0), "", {"a": a, "b": b, "period_ms": rng.choice((50, 150, 400))})
+    if kind == "delay":
+        k = rng.randint(1, n * (n - 1))
+        pairs = [[a, b] for a in names for b in names if a != b]
+        links = sorted(rng.sample(pairs, k))
+        return Fault(at, "delay", dur(0.5, 6.0), "", {"links": links, "extra_ms": rng.choice((20, 100, 400, 1500))})
+    if kind == "slow_master_fails":
+        return Fault(at, "slow_master_fails", dur(0.5, 4.0), "master",
+                     # one replica a little behind, another far behind: whichever takes over, the
+                     # other may hold (or receive late) batches the new master lacks
+                     {"extra_ms": rng.sample([rng.choice((0, 300, 1000))] + [rng.choice((1000, 2000, 3000))
+                                                                            for _ in range(n - 2)], n - 1),
+                      "after_ms": rng.choice((50, 200, 600, 1500)), "then": rng.choice(("crash", "pause")),
+                      "down_s": round(rng.uniform(0.5, 5.0), 3)})
+    if kind == "lossy":
+        return Fault(at, "lossy", dur(0.5, 6.0), "", {"drop": rng.choice((0.02, 0.1, 0.3))})
+    if kind == "dup":
+        return Fault(at, "dup", dur(0.5, 6.0), "", {"dup": rng.choice((0.05, 0.2))})
+    raise ValueError(kind)

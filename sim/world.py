@@ -1,0 +1,514 @@
+"""The simulated world: a discrete-event loop over one seed's scenario, and its history.
+
+Time is an integer count of microseconds from the start of the run; every history line's ``ts``
+is that time in seconds (a shared clock, so the checker needs no tolerance). Every random choice
+comes from generators seeded from the scenario's seed, one per concern (network, nemesis, each
+node incarnation, each client), and nothing iterates a set or reads the wall clock, so one seed
+gives one history, byte for byte, in any process (tests/sim/test_determinism.py).
+
+A run: nodes start; a setup client creates the queues through the cluster; the clients work until
+``duration`` while the nemesis injects the scenario's faults between ``fault_start`` and
+``fault_end``; at ``fault_end`` everything heals (links restored, crashed nodes restarted with
+empty memory, paused nodes resumed); after ``duration`` the clients stop, a drain client empties
+the queues, and once the members have converged (or a bound passed) every node's digest is
+recorded. The verdict is the checker's (cluster/checker) on the history, plus a liveness failure
+when the cluster never converged after healing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from storage.commands import CreateQueue
+
+from cluster.checker import check, parse_lines, to_line
+from cluster.checker.schema import DigestRecord, History, NemesisEvent, NodeEvent, Record
+from cluster.config import Timing
+from cluster.replication.core import REPLICA
+from cluster.replication.messages import AckPolicy
+
+from sim.clients import FIFO, NS, QUEUE_VISIBILITY_S, STD, TIMEOUT_US, Client, DrainClient, Request, SetupClient
+from sim.net import RAFT, STREAM, Network
+from sim.node import SimNode
+from sim.scenario import Fault, Scenario
+
+EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
+DRAIN_MAX_US = 60_000_000         # the drain gives up after this long
+SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
+REPLICATION_SAMPLE_US = 1_000_000
+
+
+class _StorageClock:
+    __slots__ = ("world",)
+
+    def __init__(self, world: "World") -> None:
+        self.world = world
+
+    def now_ms(self) -> int:
+        return EPOCH_MS + self.world.now // 1000
+
+
+@dataclass
+class SimResult:
+    seed: int
+    scenario: Scenario
+    history: str                 # JSON lines
+    verdict: Any                 # cluster.checker.Verdict
+    failures: list[str]
+    converged: bool
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+class World:
+    def __init__(self, scenario: Scenario, timing: Timing | None = None):
+        self.sc = scenario
+        self.timing = timing or Timing()
+        self.names = scenario.names()
+        self.now = 0
+        self._heap: list[tuple[int, int, Callable, tuple]] = []
+        self._seq = 0
+        self.events = 0
+        seed = scenario.seed
+        self.rng_net = random.Random(f"net:{seed}")
+        self.rng_nemesis = random.Random(f"nemesis:{seed}")
+        self.rng_nodes = random.Random(f"nodes:{seed}")
+        self.rng_clients = random.Random(f"clients:{seed}")
+        self.storage_clock = _StorageClock(self)
+        self.net = Network(self, self.rng_net, self.names, scenario.base_delay_ms)
+        self.policy = AckPolicy(scenario.policy)
+        self.bugs = frozenset(scenario.bugs)
+        self.nodes: dict[str, SimNode] = {}
+        self.incarnations: dict[str, int] = {n: 0 for n in self.names}
+        self.records: list[Record] = []
+        self.clients: list[Client] = []
+        self.stopping = False
+        self.finished = False
+        self.converged = False
+        self.healed = False
+        self.down: set[str] = set()
+        self.paused: set[str] = set()
+        self.recovering: dict[str, int] = {}    # restarted node -> log position it must reach
+        self._drops: list[float] = []
+        self._dups: list[float] = []
+        self.drain_started_us: int | None = None
+        self.settle_started_us: int | None = None
+        self.skipped_crashes = 0
+        self._last_progress: tuple | None = None
+
+    # --- time and events ------------------------------------------------------------------------
+
+    @property
+    def now_s(self) -> float:
+        return self.now / 1e6
+
+    @property
+    def now_ms(self) -> int:
+        return self.now // 1000
+
+    def at(self, t: int, fn: Callable, *args: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, fn, args))
+
+    def record(self, r: Record) -> None:
+        self.records.append(r)
+
+    def run(self) -> None:
+        sc = self.sc
+        for n in self.names:
+            self.at(self.rng_nodes.randrange(100_000), self._start_node, n)
+        setup = SetupClient(self, random.Random(f"setup:{sc.seed}"), [
+            CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}),
+            CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)}),
+        ])
+        setup.start(300_000)
+        for f in sc.faults:
+            self.at(int(f.at * 1e6), self._fault, f)
+        self.at(int(sc.fault_end * 1e6), self._heal)
+        self.at(int(sc.duration * 1e6), self._stop_clients)
+        self.at(REPLICATION_SAMPLE_US, self._sample_replication)
+        heap = self._heap
+        pop = heapq.heappop
+        limit = int((sc.duration + 120) * 1e6)
+        while heap and not self.finished:
+            t, _, fn, args = pop(heap)
+            if t > limit:
+                break
+            self.now = t
+            self.events += 1
+            fn(*args)
+
+    # --- nodes ----------------------------------------------------------------------------------
+
+    def _start_node(self, name: str) -> None:
+        self.incarnations[name] += 1
+        node = SimNode(self, name, self.names, self.incarnations[name] * 1000 + self.names.index(name),
+                       policy=self.policy, timing=self.timing, log_limit_bytes=self.sc.log_limit_bytes,
+                       chunk_records=self.sc.chunk_records, bugs=self.bugs,
+                       rng=random.Random(f"node:{self.sc.seed}:{name}:{self.incarnations[name]}"))
+        self.nodes[name] = node
+        self.down.discard(name)
+        node.start()
+
+    def master(self) -> SimNode | None:
+        """The god view: the node that is active and serving now, without touching its state."""
+        now_s = self.now_s
+        found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].paused
+                 and self.nodes[n].membership.evaluate(now_s)[0] and self.nodes[n].core.serving]
+        return self.nodes[found[0]] if len(found) == 1 else None
+
+    # --- clients --------------------------------------------------------------------------------
+
+    def setup_done(self) -> None:
+        sc = self.sc
+        for i in range(sc.clients):
+            c = Client(self, f"c{i + 1}", random.Random(f"client:{sc.seed}:{i}"), sc.mix, sc.think_ms * 1000,
+                       sc.fifo_groups)
+            self.clients.append(c)
+            c.start(self.rng_clients.randrange(50_000))
+        if self.stopping:
+            self._maybe_drain()
+
+    def send_request(self, req: Request) -> None:
+        node = self.nodes.get(req.node)
+        delay = self.rng_clients.randint(200, 2_000)
+        if node is not None and node.alive:
+            self.at(self.now + delay, _deliver_request, node, req)
+        self.at(req.sent_us + TIMEOUT_US, self._timeout, req)
+
+    def _timeout(self, req: Request) -> None:
+        if not req.done:
+            req.done = True
+            req.client.done(req, "unknown", None, "Timeout: no answer", None)
+
+    def reply(self, req: Request, outcome: str, result: Any, error: str | None, hint: str | None = None) -> None:
+        self.at(self.now + self.rng_clients.randint(200, 2_000), self._answer, req, outcome, result, error, hint)
+
+    def _answer(self, req: Request, outcome: str, result: Any, error: str | None, hint: str | None) -> None:
+        if not req.done:
+            req.done = True
+            req.client.done(req, outcome, result, error, hint)
+
+    def _stop_clients(self) -> None:
+        self.stopping = True
+        self._maybe_drain()
+
+    def client_idle(self) -> None:
+        self._maybe_drain()
+
+    def _maybe_drain(self) -> None:
+        if self.drain_started_us is not None or not self.clients or not all(c.idle for c in self.clients):
+            return
+        self.drain_started_us = self.now
+        d = DrainClient(self, random.Random(f"drain:{self.sc.seed}"))
+        self.drain = d
+        d.start(10_000)
+
+    def drained(self, empty_rounds: int) -> bool:
+        if self.drain_started_us is not None and self.now - self.drain_started_us > DRAIN_MAX_US:
+            return True
+        m = self.master()
+        return empty_rounds >= 2 and m is not None and m.core.storage.message_count() == 0
+
+    def drain_done(self) -> None:
+        self.settle_started_us = self.now
+        self._settle()
+
+    def _settle(self) -> None:
+        if self._converged() or self.now - self.settle_started_us > SETTLE_MAX_US:
+            self.converged = self._converged()
+            for n in self.names:
+                node = self.nodes.get(n)
+                if node is None or not node.alive:
+                    continue
+                view = node.membership.view
+                self.record(DigestRecord(self.now_s, n, node.core.storage.digest(), node.core.master,
+                                         view.view_id if view is not None else None))
+            self.finished = True
+            return
+        self.at(self.now + 100_000, self._settle)
+
+    def _converged(self) -> bool:
+        m = self.master()
+        if m is None or m.core.senders:
+            return False
+        last = m.core.log.last_seq
+        for n in self.names:
+            node = self.nodes.get(n)
+            if node is None or not node.alive or node.paused:
+                return False
+            if node is m:
+                continue
+            c = node.core
+            if c.role != REPLICA or c.master != m.name or c.log.last_seq != last or c.receiver is not None:
+                return False
+        return all(r["acked_seq"] == last for r in m.core.master_core.status(self.now_ms)["replicas"].values())
+
+    def _sample_replication(self) -> None:
+        """The master's `replication` history line, as elasticmq_py/clustered.py writes it: at most
+        once a second, when a replica's acknowledged position or connection changed."""
+        m = self.master()
+        if m is not None:
+            st = m.core.master_core.status(self.now_ms)
+            progress = (m.name, st["epoch"], tuple((k, r["acked_seq"], r["connected"])
+                                                   for k, r in sorted(st["replicas"].items())))
+            if progress != self._last_progress:
+                self._last_progress = progress
+                self.record(NodeEvent(self.now_s, m.name, "replication", {
+                    "epoch": st["epoch"], "last_seq": st["last_seq"],
+                    "replicas": {k: {"acked_seq": r["acked_seq"], "lag_batches": r["lag_batches"],
+                                     "lag_ms": r["lag_ms"], "connected": r["connected"]}
+                                 for k, r in sorted(st["replicas"].items())}}))
+        if not self.finished:
+            self.at(self.now + REPLICATION_SAMPLE_US, self._sample_replication)
+
+    # --- the nemesis ----------------------------------------------------------------------------
+
+    def _nemesis(self, node: str, action: str, detail: Any = None) -> None:
+        d = None if detail is None else (detail if isinstance(detail, str) else json.dumps(detail, sort_keys=True))
+        self.record(NemesisEvent(self.now_s, node, action, d))
+
+    def _resolve(self, target: str) -> str:
+        if target != "master":
+            return target
+        m = self.master()
+        if m is not None:
+            return m.name
+        alive = [n for n in self.names if n not in self.down]
+        return self.rng_nemesis.choice(alive or self.names)
+
+    def _may_crash(self, name: str) -> bool:
+        """Crashing loses a node's whole state. Under crash policy ``safe`` a node may crash only
+        when the others hold everything a majority holds, so that the crash cannot take away a
+        copy that any majority still needs; under ``any``, whenever fewer than (n-1)/2 nodes are
+        down or catching up (which exposes the restarted-empty-member bug, sim/README.md)."""
+        if name in self.down or name in self.paused:
+            # A node killed while stopped never writes the `deactivated` line its lease expiry
+            # implies, so the history would make it active for its whole pause.
+            return False
+        m = self.master()
+        for n, need in list(self.recovering.items()):
+            node = self.nodes.get(n)
+            if node is not None and node.alive and node.core.receiver is None and node.core.log.last_seq >= need \
+                    and node.core.role == REPLICA and (m is None or node.core.master == m.name):
+                del self.recovering[n]
+        lost = len(self.down | set(self.recovering))
+        if self.sc.crash_policy == "any":
+            return lost + 1 <= (len(self.names) - 1) // 2
+        if lost:
+            return False
+        others = [self.nodes[n] for n in self.names if n != name]
+        if any(o.paused or not o.alive for o in others):
+            return False
+        quorum = len(self.names) // 2 + 1
+        nodes = [self.nodes[n] for n in self.names]
+        held = sorted(((x.core.log.last_epoch, x.core.log.last_seq) for x in nodes), reverse=True)[quorum - 1]
+        if any((o.core.log.last_epoch, o.core.log.last_seq) < held for o in others):
+            return False
+        raft_held = sorted((len(x.raft.log) for x in nodes), reverse=True)[quorum - 1]
+        return all(len(o.raft.log) >= raft_held for o in others)
+
+    def _fault(self, f: Fault) -> None:
+        if self.healed:
+            return
+        kind = f.kind
+        end = self.now + int(f.duration * 1e6)
+        net = self.net
+        if kind == "crash":
+            name = self._resolve(f.target)
+            if not self._may_crash(name):
+                self.skipped_crashes += 1
+                return
+            self._kill(name)
+            self.at(end, self._restart, name)
+        elif kind == "pause":
+            name = self._resolve(f.target)
+            node = self.nodes.get(name)
+            if name in self.down or name in self.paused or node is None:
+                return
+            self.paused.add(name)
+            node.paused = True
+            self._nemesis(name, "pause")
+            self.at(end, self._resume, name)
+        elif kind in ("isolate", "partition", "bridge", "one_way"):
+            links = self._links_of(f)
+            for a, b in links:
+                net.cut(a, b)
+            self._nemesis(self._resolve(f.target) if kind == "isolate" else f.target, kind,
+                          {"links": [list(x) for x in links]})
+            self.at(end, self._restore_links, links, kind)
+        elif kind == "flap":
+            a, b = f.params["a"], f.params["b"]
+            self._nemesis("", "flap", {"a": a, "b": b, "period_ms": f.params["period_ms"]})
+            self._flap(a, b, int(f.params["period_ms"] * 1000), end, False)
+        elif kind == "delay":
+            us = int(f.params["extra_ms"] * 1000)
+            links = [tuple(x) for x in f.params["links"]]
+            for a, b in links:
+                net.add_delay(a, b, us)
+            self._nemesis("", "delay", f.params)
+            self.at(end, self._undelay, links, us)
+        elif kind == "slow_master_fails":
+            name = self._resolve(f.target)
+            others = [o for o in self.names if o != name]
+            links = [((name, o), int(ms * 1000)) for o, ms in zip(others, f.params["extra_ms"])]
+            # The stream's connections only: Raft keeps deposing the master on time, while its
+            # batches are still on the way (a latency toxic on the stream proxy).
+            for (a, b), us in links:
+                net.add_delay(a, b, us, (STREAM,))
+            self._nemesis(name, "slow", {"links": [[a, b, us // 1000] for (a, b), us in links], "plane": "stream"})
+            for (a, b), us in links:
+                self.at(end, self._undelay, [(a, b)], us, (STREAM,))
+            then = Fault(0.0, f.params["then"], f.params["down_s"], name)
+            self.at(self.now + int(f.params["after_ms"] * 1000), self._fault, then)
+        elif kind == "lossy":
+            self._drops.append(f.params["drop"])
+            net.drop = max(self._drops)
+            self._nemesis("", "lossy", f.params)
+            self.at(end, self._unlossy, f.params["drop"])
+        elif kind == "dup":
+            self._dups.append(f.params["dup"])
+            net.dup = max(self._dups)
+            self._nemesis("", "dup", f.params)
+            self.at(end, self._undup, f.params["dup"])
+
+    def _links_of(self, f: Fault) -> list[tuple[str, str]]:
+        names = self.names
+        if f.kind == "isolate":
+            x = self._resolve(f.target)
+            return [(x, o) for o in names if o != x] + [(o, x) for o in names if o != x]
+        if f.kind == "partition":
+            side = set(f.params["side"])
+            return [(a, b) for a in names for b in names if a != b and ((a in side) != (b in side))]
+        if f.kind == "bridge":
+            sa, sb = set(f.params["a"]), set(f.params["b"])
+            return [(a, b) for a in names for b in names if (a in sa and b in sb) or (a in sb and b in sa)]
+        return [tuple(x) for x in f.params["links"]]  # type: ignore[misc]
+
+    def _restore_links(self, links: list[tuple[str, str]], kind: str) -> None:
+        if self.healed:
+            return
+        for a, b in links:
+            self.net.restore(a, b)
+        self._nemesis("", "heal", {"fault": kind, "links": [list(x) for x in links]})
+
+    def _flap(self, a: str, b: str, period: int, end: int, is_cut: bool) -> None:
+        if self.healed:
+            return
+        if is_cut:
+            self.net.restore(a, b)
+            self.net.restore(b, a)
+        if self.now >= end:
+            return
+        if not is_cut:
+            self.net.cut(a, b)
+            self.net.cut(b, a)
+        self.at(self.now + period, self._flap, a, b, period, end, not is_cut)
+
+    def _undelay(self, links: list[tuple[str, str]], us: int, planes: tuple[int, ...] = (RAFT, STREAM)) -> None:
+        if not self.healed:
+            for a, b in links:
+                self.net.add_delay(a, b, -us, planes)
+
+    def _unlossy(self, p: float) -> None:
+        if not self.healed:
+            self._drops.remove(p)
+            self.net.drop = max(self._drops, default=0.0)
+
+    def _undup(self, p: float) -> None:
+        if not self.healed:
+            self._dups.remove(p)
+            self.net.dup = max(self._dups, default=0.0)
+
+    def _kill(self, name: str) -> None:
+        node = self.nodes[name]
+        node.crash()
+        self.down.add(name)
+        self.paused.discard(name)
+        self.recovering.pop(name, None)
+        self._nemesis(name, "kill")
+
+    def _restart(self, name: str) -> None:
+        if name not in self.down:
+            return
+        positions = [self.nodes[n].core.log.last_seq for n in self.names
+                     if n != name and n in self.nodes and self.nodes[n].alive]
+        self.recovering[name] = max(positions, default=0)
+        self._nemesis(name, "restart")
+        self._start_node(name)
+
+    def _resume(self, name: str) -> None:
+        if name not in self.paused:
+            return
+        self.paused.discard(name)
+        node = self.nodes.get(name)
+        self._nemesis(name, "resume")
+        if node is not None and node.alive:
+            node.resume()
+
+    def _heal(self) -> None:
+        self.net.heal_all()
+        self._drops.clear()
+        self._dups.clear()
+        self.healed = True
+        self._nemesis("", "heal", "all faults stop")
+        for name in sorted(self.paused):
+            self._resume(name)
+        for name in sorted(self.down):
+            self._restart(name)
+
+
+def view_failures(records: list[Record]) -> list[str]:
+    """"Same views everywhere" (cluster/HISTORY.md): one view_id always carries the same members,
+    master and epoch, and per node view ids only grow (from each start)."""
+    seen: dict[int, tuple] = {}
+    last: dict[str, int] = {}
+    bad: list[str] = []
+    for r in records:
+        if not isinstance(r, NodeEvent):
+            continue
+        if r.event == "started":
+            last.pop(r.node, None)
+        elif r.event == "view":
+            vid = r.fields["view_id"]
+            content = (tuple(r.fields["members"]), r.fields["master"], r.fields["epoch"])
+            if seen.setdefault(vid, content) != content:
+                bad.append(f"views: view {vid} is {content} on {r.node} at {r.ts:.6f}, {seen[vid]} elsewhere")
+            if vid <= last.get(r.node, 0):
+                bad.append(f"views: {r.node} went from view {last[r.node]} to {vid} at {r.ts:.6f}")
+            last[r.node] = vid
+    return bad[:1] + ([f"views: {len(bad) - 1} more view inconsistencies"] if len(bad) > 1 else [])
+
+
+def _deliver_request(node: SimNode, req: Request) -> None:
+    node.request(req)
+
+
+def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None = None) -> SimResult:
+    """Run one scenario and check its history."""
+    t0 = time.perf_counter()
+    w = World(scenario, timing)
+    w.run()
+    sim_wall = time.perf_counter() - t0
+    lines = [to_line(r) for r in w.records]
+    history = "\n".join(lines) + "\n"
+    t1 = time.perf_counter()
+    verdict = check(History.of(parse_lines(lines)))
+    failures = verdict.failures(scenario.policy, strict=strict)
+    failures += view_failures(w.records)
+    if not w.converged:
+        failures.append("liveness: the members did not converge within "
+                        f"{SETTLE_MAX_US // 1_000_000} s of the drain after the faults stopped")
+    stats = {"events": w.events, "sim_end_s": w.now_s, "lines": len(lines), "bytes": len(history),
+             "ops": sum(1 for r in w.records if r.event == "client_op"),
+             "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
+             "sim_wall_s": round(sim_wall, 4), "check_wall_s": round(time.perf_counter() - t1, 4)}
+    return SimResult(scenario.seed, scenario, history, verdict, failures, w.converged, stats)

@@ -1,0 +1,15 @@
+"""One SparkSession per test process (starting one costs ~10 s), local[2] as the issue asks."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from sim.spark import session
+
+    # Whole-stage code generation compiles Java for every query: a loss on the tests' tiny tables.
+    s = session("local[2]", app="elasticmq-py-sim-tests", conf={"spark.sql.codegen.wholeStage": "false"})
+    yield s
+    s.stop()
