@@ -77,7 +77,8 @@ class ReplicatedStorage:
             log_limit_bytes=rep.log_limit_mb * 1024 * 1024, tick=stream_tick,
             new_storage=lambda: Storage(clock=clock, limits=limits),
             on_serving=self._on_serving, on_storage=self._on_storage, on_note=self._on_note)
-        self.membership = MembershipNode(config, history=history, required_gates=(REPLICATION_GATE,))
+        self.membership = MembershipNode(config, history=history, required_gates=(REPLICATION_GATE,),
+                                         may_stand=self._may_stand)
         self._policies: dict[QueueKey, AckPolicy] = {}
         self._abandon_timer: asyncio.TimerHandle | None = None
         self._last_transfer_at: float | None = None
@@ -205,6 +206,16 @@ class ReplicatedStorage:
         self.config = replace(self.config, cluster=replace(cluster, nodes=nodes))
         self.stream.update_config(self.config.cluster)
         log.info("stream: member %s %s", spec.name, change)
+
+    def _may_stand(self) -> bool:
+        """Not while a state transfer from a live master is bringing this node up: it holds
+        nothing worth leading with, and its election would restart the transfer. (Runs on
+        pysyncobj's thread; it only reads.)"""
+        core = self.stream.core
+        rec = core.receiver
+        if rec is None or rec.staging is None:
+            return True
+        return not self.stream.transport.connected(rec.master)
 
     def _on_view(self, view: View) -> None:
         self.stream.install_view(view.master, view.epoch, view.members)

@@ -77,6 +77,7 @@ class _ViewLog(SyncObjConsumer):
 class MembershipNode:
     def __init__(self, config: NodeConfig, *, loop: asyncio.AbstractEventLoop | None = None,
                  history: HistoryWriter | None = None, required_gates: tuple[str, ...] = (),
+                 may_stand: Callable[[], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self.config = config
         self.name = config.self_name
@@ -96,6 +97,12 @@ class MembershipNode:
         self._view_listeners: list[Callable[[View], Any]] = []
         self._active_listeners: list[Callable[[bool], Any]] = []
         self._member_listeners: list[Callable[[str, NodeSpec], Any]] = []
+        # Asked on every Raft tick (pysyncobj's thread): False keeps this node from standing for
+        # election. The replication layer says False while it is being brought up by a state
+        # transfer: starved by restoring, a joiner missed heartbeats, stood with a higher term,
+        # deposed the healthy master and won, and then had to pull the whole state before
+        # anyone could be served (pysyncobj has no pre-vote). It still votes.
+        self._may_stand = may_stand
         self._on_raft_thread: collections.deque[Callable[[], None]] = collections.deque()
         self._stopped = False
 
@@ -301,6 +308,13 @@ class MembershipNode:
             self._handle(sample)
 
     def _on_tick(self) -> None:
+        if self._may_stand is not None and self._so is not None:
+            try:
+                if not self._may_stand():
+                    # pysyncobj's election timer: pushed past the next tick while standing is off
+                    self._so._SyncObj__raftElectionDeadline = time.monotonic() + self.config.timing.election_max
+            except Exception:
+                log.exception("may_stand check failed")
         while self._on_raft_thread:
             try:
                 self._on_raft_thread.popleft()()
