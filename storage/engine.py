@@ -18,7 +18,8 @@ import heapq
 import json
 import logging
 import re
-from typing import Any, Callable, Iterable, Iterator
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from storage import md5 as md5mod
 from storage import validation as v
@@ -28,7 +29,7 @@ from storage.commands import (
     CreateQueue, DeleteMessage, DeleteMessageBatch, DeleteQueue, GetQueueAttributes, GetQueueUrl,
     ListDeadLetterSourceQueues, ListMessageMoveTasks, ListQueues, ListQueueTags, MessageAttributeValue,
     Namespace, PurgeQueue, QueueKey, ReceiveMessage, RemovePermission, SendMessage, SendMessageBatch,
-    SetQueueAttributes, StartMessageMoveTask, TagQueue, Tick, UntagQueue,
+    SendMessageBatchEntry, SetQueueAttributes, StartMessageMoveTask, TagQueue, Tick, UntagQueue,
 )
 from storage.errors import (
     BATCH_REQUEST_TOO_LONG, INVALID_ATTRIBUTE_NAME, INVALID_PARAMETER_VALUE, MESSAGE_NOT_INFLIGHT,
@@ -98,6 +99,13 @@ def _receipt_message_id(handle: str) -> str | None:
     return mid
 
 
+def _names(key: QueueKey) -> tuple[str, str, str]:
+    """A queue key as a dict key. A tuple of strings hashes and compares in C; QueueKey's
+    dataclass-generated __hash__ and __eq__ are Python calls, several times the cost, and each
+    request brings a new QueueKey object, so a lookup by it pays for both."""
+    return (key.region, key.account, key.name)
+
+
 def _token(payload: str) -> str:
     return base64.urlsafe_b64encode(b"v1:" + payload.encode()).decode()
 
@@ -130,7 +138,9 @@ class Storage:
         self.ids = ids or IdSource()
         self.limits = limits
         self._queues: dict[int, Queue] = {}
-        self._by_key: dict[QueueKey, int] = {}
+        # Keyed by the key's strings (see _names), straight to the queue: every queue action
+        # starts with this lookup.
+        self._by_key: dict[tuple[str, str, str], Queue] = {}
         self._tombstones: dict[QueueKey, int] = {}
         self._next_qid = 0
         self._now = 0  # the time of the command or mutation being applied: index placement only
@@ -196,8 +206,8 @@ class Storage:
         return q.key if q else None
 
     def next_wakeup_ms(self, key: QueueKey) -> int | None:
-        qid = self._by_key.get(key)
-        return self._queues[qid].next_wakeup_ms() if qid is not None else None
+        q = self._by_key.get(_names(key))
+        return q.next_wakeup_ms() if q is not None else None
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
         now = self.clock.now_ms()
@@ -212,15 +222,17 @@ class Storage:
     # --- helpers -----------------------------------------------------------------------------
 
     def _queue(self, key: QueueKey) -> Queue:
-        qid = self._by_key.get(key)
-        if qid is None:
+        try:
+            q = self._by_key.get((key.region, key.account, key.name))  # = _names(key), inlined
+        except AttributeError:  # not a QueueKey at all
+            q = None
+        if q is None:
             raise queue_does_not_exist()
-        return self._queues[qid]
+        return q
 
     def _queue_by_arn(self, arn: str | None) -> Queue | None:
         key = _parse_arn(arn)
-        qid = self._by_key.get(key) if key else None
-        return self._queues[qid] if qid is not None else None
+        return self._by_key.get(_names(key)) if key else None
 
     def _check_tags(self, tags: dict[str, str]) -> None:
         for k, val in tags.items():
@@ -273,9 +285,8 @@ class Storage:
         tags = dict(c.tags or {})
         self._check_tags(tags)
         key = c.ns.key(name)
-        existing = self._by_key.get(key)
-        if existing is not None:
-            q = self._queues[existing]
+        q = self._by_key.get(_names(key))
+        if q is not None:
             for attr_name, value in attrs.items():
                 if q.attributes.get(attr_name) != value:
                     raise QUEUE_NAME_EXISTS(
@@ -304,7 +315,7 @@ class Storage:
             raise missing_parameter("QueueName")
         ns = Namespace(c.ns.region, c.owner_account or c.ns.account)
         key = ns.key(c.name)
-        if key not in self._by_key:
+        if _names(key) not in self._by_key:
             raise queue_does_not_exist()
         return GetQueueUrlResult(key)
 
@@ -325,8 +336,8 @@ class Storage:
 
     def _list_queues(self, c: ListQueues, now: int, out: list) -> ListQueuesResult:
         prefix = c.prefix or ""
-        names = [k.name for k in self._by_key
-                 if k.region == c.ns.region and k.account == c.ns.account and k.name.startswith(prefix)]
+        names = [name for region, account, name in self._by_key
+                 if region == c.ns.region and account == c.ns.account and name.startswith(prefix)]
         page, token = self._page(names, c.max_results, c.next_token)
         return ListQueuesResult(tuple(c.ns.key(n) for n in page), token)
 
@@ -481,12 +492,19 @@ class Storage:
 
     # --- sending -----------------------------------------------------------------------------
 
-    def _send_one(self, q: Queue, body: str | None, delay: int | None, attrs: Any, sys_attrs: Any,
-                  dedup_id: str | None, group_id: str | None, sender: str | None, now: int,
-                  out: list) -> SendMessageResult:
+    def _send_one(self, q: Queue, e: SendMessage | SendMessageBatchEntry, sender: str | None, now: int,
+                  out: list, result: Callable[..., Any] = SendMessageResult) -> Any:
+        """Send one message: a SendMessage, or one entry of a batch (both carry the same fields).
+
+        ``result`` builds what is returned from the message id, the MD5s and the sequence number:
+        a SendMessageResult, or a batch's result entry (built directly, not copied from one)."""
         limits = self.limits
         cfg = q.config
-        size = v.check_body(body)
+        body = e.body
+        raw = v.encoded_body(body)  # encoded once: its size, its MD5 and (FIFO) its SHA-256
+        size = len(raw)
+        attrs = e.message_attributes
+        sys_attrs = e.system_attributes
         if attrs:
             size += v.check_message_attributes(attrs, limits)
         if sys_attrs:
@@ -494,20 +512,21 @@ class Storage:
         if size > cfg.max_size:
             raise INVALID_PARAMETER_VALUE(
                 f"One or more parameters are invalid. Reason: Message must be shorter than {cfg.max_size} bytes.")
+        delay = e.delay_seconds
         if delay is not None:
             if q.fifo:
                 raise invalid_parameter("DelaySeconds", delay,
                                         "The request include parameter that is not valid for this queue type")
             v.check_int_range("DelaySeconds", delay, 0, limits.max_delay_seconds,
-                              f"DelaySeconds must be >= 0 and <= {limits.max_delay_seconds}")
+                              "DelaySeconds must be >= {lo} and <= {hi}")
             delay_ms = delay * 1000
         else:
             delay_ms = cfg.delay_ms
-        md5_body = md5mod.md5_of_body(body)  # type: ignore[arg-type]
+        md5_body = md5mod.md5_hex(raw)
         md5_attrs = md5mod.md5_of_attributes(attrs) if attrs else None
         md5_sys = md5mod.md5_of_attributes(sys_attrs) if sys_attrs else None
-        dedup = None
-        seq = None
+        group_id = e.group_id
+        dedup_id = e.deduplication_id
         if q.fifo:
             if group_id is None:
                 raise missing_parameter("MessageGroupId")
@@ -517,47 +536,47 @@ class Storage:
                     raise INVALID_PARAMETER_VALUE(
                         "The queue should either have ContentBasedDeduplication enabled or "
                         "MessageDeduplicationId provided explicitly")
-                dedup_id = hashlib.sha256(body.encode()).hexdigest()  # type: ignore[union-attr]
+                dedup_id = hashlib.sha256(raw).hexdigest()
             else:
                 v.check_fifo_token("MessageDeduplicationId", dedup_id)
             dkey = f"{group_id}\x00{dedup_id}" if cfg.dedup_by_group else dedup_id
             seen = q.dedup.get(dkey)
             if seen is not None and seen.expires_ms > now:
-                return SendMessageResult(seen.message_id, md5_body, md5_attrs, md5_sys,
-                                         f"{seen.sequence_number:020d}" if seen.sequence_number else None)
+                return result(seen.message_id, md5_body, md5_attrs, md5_sys,
+                              f"{seen.sequence_number:020d}" if seen.sequence_number else None)
             seq = q.next_sequence
+            mid = self.ids.uuid()
+            dedup = DedupEntry(dkey, mid, seq, now + DEDUP_WINDOW_MS)
         else:
             if dedup_id is not None:
                 raise invalid_parameter("MessageDeduplicationId", dedup_id,
                                         "The request include parameter that is not valid for this queue type")
             if group_id is not None:  # fair queues: standard queues accept a group id
                 v.check_fifo_token("MessageGroupId", group_id)
-        mid = self.ids.uuid()
+            seq = None
+            mid = self.ids.uuid()
+            dedup = None
         rec = MessageRecord(
             mid, q.next_serial, body, dict(attrs) if attrs else {}, dict(sys_attrs) if sys_attrs else {},  # type: ignore[arg-type]
             md5_body, md5_attrs, md5_sys, now, sender or q.key.account, group_id, dedup_id, seq, None,
             1, None, now + delay_ms, 0, 0, 0)
-        if q.fifo:
-            dedup = DedupEntry(dkey, mid, seq, now + DEDUP_WINDOW_MS)
-        self._emit(out, MessageAdded(q.qid, rec, dedup))
-        return SendMessageResult(mid, md5_body, md5_attrs, md5_sys,
-                                 f"{seq:020d}" if seq is not None else None)
+        added = MessageAdded(q.qid, rec, dedup)
+        q.add(rec, dedup, now)  # = apply(added), whose guards a fresh serial always passes: hot path
+        out.append(added)
+        return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else f"{seq:020d}")
 
     def _send_message(self, c: SendMessage, now: int, out: list) -> SendMessageResult:
-        q = self._queue(c.queue)
-        return self._send_one(q, c.body, c.delay_seconds, c.message_attributes, c.system_attributes,
-                              c.deduplication_id, c.group_id, c.sender_id, now, out)
+        return self._send_one(self._queue(c.queue), c, c.sender_id, now, out)
 
     def _send_message_batch(self, c: SendMessageBatch, now: int, out: list) -> SendMessageBatchResult:
         q = self._queue(c.queue)
         entries = c.entries or ()
         v.check_batch_ids([e.id for e in entries], self.limits, "SendMessageBatchRequestEntry")
-        total = sum(len((e.body or "").encode("utf-8", "surrogatepass")) for e in entries)
+        total = 0
         for e in entries:
-            for attrs in (e.message_attributes, e.system_attributes):
-                for name, val in (attrs or {}).items():
-                    total += len(name.encode("utf-8", "surrogatepass")) + len((val.data_type or "").encode())
-                    total += len((val.string_value or "").encode("utf-8", "surrogatepass")) + len(val.binary_value or b"")
+            total += _utf8_size(e.body or "")
+            if e.message_attributes or e.system_attributes:
+                total += _attributes_size(e.message_attributes) + _attributes_size(e.system_attributes)
         if q.fifo:
             for e in entries:
                 if e.group_id is None:
@@ -570,11 +589,10 @@ class Storage:
             raise BATCH_REQUEST_TOO_LONG(
                 f"Batch requests cannot be longer than {self.limits.max_batch_bytes} bytes. "
                 f"You have sent {total} bytes.")
+        sender = c.sender_id
+
         def send(e: Any) -> SendMessageBatchResultEntry:
-            r = self._send_one(q, e.body, e.delay_seconds, e.message_attributes, e.system_attributes,
-                               e.deduplication_id, e.group_id, c.sender_id, now, out)
-            return SendMessageBatchResultEntry(e.id, r.message_id, r.md5_of_body, r.md5_of_message_attributes,
-                                               r.md5_of_message_system_attributes, r.sequence_number)
+            return self._send_one(q, e, sender, now, out, partial(SendMessageBatchResultEntry, e.id))
         ok, failed = _each_entry(entries, send)
         return SendMessageBatchResult(ok, failed)
 
@@ -586,16 +604,16 @@ class Storage:
         cfg = q.config
         n = 1 if c.max_number_of_messages is None else c.max_number_of_messages
         v.check_int_range("MaxNumberOfMessages", n, 1, limits.max_receive_messages,
-                          f"Must be between 1 and {limits.max_receive_messages}, if provided")
+                          "Must be between {lo} and {hi}, if provided")
         if c.visibility_timeout is None:
             vt_ms = cfg.visibility_ms
         else:
             v.check_int_range("VisibilityTimeout", c.visibility_timeout, 0, limits.max_visibility_timeout,
-                              f"VisibilityTimeout must be >= 0 and <= {limits.max_visibility_timeout}")
+                              "VisibilityTimeout must be >= {lo} and <= {hi}")
             vt_ms = c.visibility_timeout * 1000
         if c.wait_time_seconds is not None:
             v.check_int_range("WaitTimeSeconds", c.wait_time_seconds, 0, limits.max_wait_seconds,
-                              f"Must be >= 0 and <= {limits.max_wait_seconds}, if provided")
+                              "Must be >= {lo} and <= {hi}, if provided")
         if c.attribute_names or c.system_attribute_names:
             system_names = set(c.attribute_names) | set(c.system_attribute_names)
             for name in system_names:
@@ -622,15 +640,17 @@ class Storage:
 
         q.promote(now)
         taken: list[Message] = []
-        ready = q.take_ready()
+        take = q.take_ready()
         redrive = cfg.redrive
         ids = self.ids
+        expired_before = now - cfg.retention_ms
+        visible_ms = now + vt_ms
         while len(taken) < n:
-            msg = next(ready, None)
+            msg = take()
             if msg is None:
                 break
             rec = msg.rec
-            if rec.sent_ms + cfg.retention_ms <= now:
+            if rec.sent_ms <= expired_before:
                 self._emit(out, MessageDeleted(q.qid, rec.message_id))
                 continue
             if redrive is not None and msg.receive_count >= redrive.max_receive_count:
@@ -638,18 +658,22 @@ class Storage:
                 if dlq is not None and dlq is not q:
                     self._move(q, msg, dlq, now, out, dlq_source=q.arn)
                     continue
-            change = MessageChanged(q.qid, rec.message_id, msg.version + 1, _receipt(rec.message_id, ids.nonce()),
-                                    now + vt_ms, msg.receive_count + 1, msg.first_receive_ms or now, now)
-            q.change(msg, change.version, change.receipt, change.visible_ms, change.receive_count,
-                     change.first_receive_ms, change.last_receive_ms)  # = apply(change), inlined: hot path
-            out.append(change)
+            mid = rec.message_id
+            version = msg.version + 1
+            receipt = _receipt(mid, ids.nonce())
+            count = msg.receive_count + 1
+            first = msg.first_receive_ms or now
+            q.change(msg, version, receipt, visible_ms, count, first, now)  # = apply(change), inlined: hot path
+            out.append(MessageChanged(q.qid, mid, version, receipt, visible_ms, count, first, now))
             taken.append(msg)
-        ready.close()
         if attempt_id is not None:
             self._emit(out, AttemptRecorded(q.qid, AttemptEntry(
                 attempt_id, now + DEDUP_WINDOW_MS, tuple((m.rec.message_id, m.receipt or "") for m in taken))))
         render = self._render
-        return ReceiveMessageResult(tuple([render(q, m, system_names, select) for m in taken]))
+        received = []
+        for m in taken:  # not a comprehension, which builds a function object per call
+            received.append(render(q, m, system_names, select))
+        return ReceiveMessageResult(tuple(received))
 
     def _retry_attempt(self, q: Queue, attempt_id: str, now: int) -> list[Message] | None:
         """A retried FIFO receive gets the same messages and handles while they are in flight."""
@@ -718,6 +742,10 @@ class Storage:
     def _message_for(self, q: Queue, handle: str | None) -> tuple[str, Message | None]:
         if handle is None or handle == "":
             raise missing_parameter("ReceiptHandle")
+        if type(handle) is str:
+            msg = q.by_receipt.get(handle)
+            if msg is not None:  # the message's current handle: one we issued, so well-formed
+                return msg.rec.message_id, msg
         mid = _receipt_message_id(handle)
         if mid is None:
             raise RECEIPT_HANDLE_IS_INVALID(f'The input receipt handle "{handle}" is not a valid receipt handle.')
@@ -734,7 +762,8 @@ class Storage:
             # FIFO: once the visibility timeout passed, the handle is dead even if nobody
             # received the message again, so that a slow consumer cannot delete out of order.
             raise invalid_parameter("ReceiptHandle", handle, "The receipt handle has expired")
-        self._emit(out, MessageDeleted(q.qid, mid))
+        q.remove(msg)  # = apply(MessageDeleted), whose guards a message just found passes: hot path
+        out.append(MessageDeleted(q.qid, mid))
 
     def _delete_message(self, c: DeleteMessage, now: int, out: list) -> None:
         self._delete_one(self._queue(c.queue), c.receipt_handle, now, out)
@@ -753,7 +782,7 @@ class Storage:
         if timeout is None:
             raise missing_parameter("VisibilityTimeout")
         v.check_int_range("VisibilityTimeout", timeout, 0, self.limits.max_visibility_timeout,
-                          f"VisibilityTimeout must be >= 0 and <= {self.limits.max_visibility_timeout}")
+                          "VisibilityTimeout must be >= {lo} and <= {hi}")
         mid, msg = self._message_for(q, handle)
         if msg is None:
             raise invalid_parameter("ReceiptHandle", handle,
@@ -859,9 +888,9 @@ class Storage:
         moved = 0
         failure = None
         q.promote(now)
-        ready = q.take_ready()
+        take = q.take_ready()
         while moved < allowed:
-            msg = next(ready, None)
+            msg = take()
             if msg is None:
                 break
             dest_arn = task.destination_arn or msg.rec.dlq_source_arn
@@ -874,7 +903,6 @@ class Storage:
             self._move(q, msg, dst, now, out, dlq_source=None)
             moved += 1
             emitted += 2
-        ready.close()
         total = task.moved + moved
         status = task.status
         if failure:
@@ -918,11 +946,11 @@ class Storage:
     # --- apply ---------------------------------------------------------------------------------
 
     def _apply_queue_created(self, m: QueueCreated) -> None:
-        if m.qid < self._next_qid or m.key in self._by_key:
+        if m.qid < self._next_qid or _names(m.key) in self._by_key:
             return  # applied before (and maybe deleted since)
         q = Queue(m.qid, m.key, m.created_ms, m.attributes, m.tags)
         self._queues[m.qid] = q
-        self._by_key[m.key] = m.qid
+        self._by_key[_names(m.key)] = q
         self._next_qid = m.qid + 1
         self._tombstones.pop(m.key, None)
 
@@ -934,8 +962,8 @@ class Storage:
     def _apply_queue_deleted(self, m: QueueDeleted) -> None:
         q = self._queues.pop(m.qid, None)
         if q is not None:
-            del self._by_key[q.key]
-        if m.key not in self._by_key and self._tombstones.get(m.key, -1) < m.deleted_ms:
+            del self._by_key[_names(q.key)]
+        if _names(m.key) not in self._by_key and self._tombstones.get(m.key, -1) < m.deleted_ms:
             self._tombstones[m.key] = m.deleted_ms
         self._next_qid = max(self._next_qid, m.qid + 1)
 
@@ -955,16 +983,8 @@ class Storage:
 
     def _apply_message_added(self, m: MessageAdded) -> None:
         q = self._queues.get(m.qid)
-        rec = m.message
-        if q is None or rec.serial < q.next_serial:
-            return
-        q.insert(Message(rec), self._now)
-        if rec.sequence_number is not None and rec.sequence_number >= q.next_sequence:
-            q.next_sequence = rec.sequence_number + 1
-        d = m.dedup
-        if d is not None and d.expires_ms > q.pruned_before:
-            q.dedup.pop(d.key, None)
-            q.dedup[d.key] = d
+        if q is not None and m.message.serial >= q.next_serial:
+            q.add(m.message, m.dedup, self._now)
 
     def _apply_message_restored(self, m: MessageRestored) -> None:
         q = self._queues.get(m.qid)
@@ -1033,13 +1053,13 @@ class Storage:
         for t in m.move_tasks:
             q.add_task(t)
         self._queues[m.qid] = q
-        self._by_key[m.key] = m.qid
+        self._by_key[_names(m.key)] = q
         self._next_qid = max(self._next_qid, m.qid + 1)
 
     def _apply_storage_restored(self, m: StorageRestored) -> None:
         self._next_qid = max(self._next_qid, m.next_qid)
         for key, deleted in m.tombstones:
-            if key not in self._by_key and self._tombstones.get(key, -1) < deleted:
+            if _names(key) not in self._by_key and self._tombstones.get(key, -1) < deleted:
                 self._tombstones[key] = deleted
 
     # --- snapshot, restore, digest -------------------------------------------------------------
@@ -1120,6 +1140,21 @@ def _each_entry(entries: Iterable[Any], fn: Callable[[Any], Any]) -> tuple[tuple
         except SqsError as err:
             failed.append(BatchResultError(e.id, err.code, err.message, err.sender_fault))
     return tuple(ok), tuple(failed)
+
+
+def _utf8_size(text: str) -> int:
+    """UTF-8 size of a text not yet validated (lone surrogates count as 3 bytes, as encoded)."""
+    # isascii() is O(1): an ASCII text's size is its length, without encoding it (a copy).
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _attributes_size(attrs: Mapping[str, MessageAttributeValue] | None) -> int:
+    """What message attributes add to a batch's size, counted before they are validated."""
+    total = 0
+    for name, val in (attrs or {}).items():
+        total += _utf8_size(name) + len((val.data_type or "").encode())
+        total += _utf8_size(val.string_value or "") + len(val.binary_value or b"")
+    return total
 
 
 def _select_all(name: str) -> bool:

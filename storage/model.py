@@ -7,23 +7,32 @@ an index derived from it and rebuilt on restore:
 * ``pending``: a heap of (visible_ms, serial, id, version) for messages that are delayed or in
   flight. Entries are never removed in place; one whose version no longer matches the message is
   stale and skipped when it surfaces (lazy invalidation keeps every change O(log n)).
-* standard queues: ``ready``, a heap of (serial, id, version) of visible messages, oldest first.
+* standard queues: the visible messages as (serial, id, version), oldest first, in two parts
+  whose merge is the order: ``fresh``, a deque of entries appended in increasing serial order
+  (sends, which arrive in that order, go there at O(1) each way), and ``ready``, a heap of the
+  others (messages visible again after a delay or a visibility timeout). A heap alone cost a
+  sift through log2(depth) levels of tuple comparisons per receive.
 * FIFO queues: ``groups`` (each a deque of message ids in send order plus its in-flight count)
   and ``ready_groups``, a heap of (head serial, group id) of groups that may be receivable.
 * ``expiry``: a heap of (sent_ms, serial, id), so retention is enforced oldest first.
+* ``by_receipt``: each message that has a receipt handle, by that handle, so that a delete or a
+  visibility change finds its message without decoding the handle (which cost more than the
+  rest of a delete).
 
 Logical state never depends on a clock during apply. Index placement may: a message that is
 already visible by the applying storage's clock starts on the ready side, anything else waits in
 ``pending`` until ``promote(now)`` moves it, just before a read. Receive order does not depend
-on placement (ready entries are ordered by serial), so a replica answers as its master would. The heaps are compacted when stale
-entries outnumber live ones, so a replica that only applies never grows without bound.
+on placement (ready entries are ordered by serial), so a replica answers as its master would.
+The indexes are compacted when stale entries outnumber live ones (looked at once every
+``COMPACT_CHECK_EVERY`` changes), so a replica that only applies never grows without bound.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from typing import Iterator, Mapping
+from functools import partial
+from typing import Callable, Iterator, Mapping
 
 from storage.commands import QueueKey
 from storage.mutations import AttemptEntry, DedupEntry, MessageRecord, MoveTaskRecord
@@ -31,6 +40,9 @@ from storage.queue_config import QueueConfig
 
 READY, PENDING = 0, 1
 MAX_TASK_HISTORY = 10
+# Changes and removals between two looks at whether the indexes need compacting: the look costs
+# several times a change, and the indexes grow by at most one entry per change meanwhile.
+COMPACT_CHECK_EVERY = 256
 
 
 class Message:
@@ -90,13 +102,16 @@ class Queue:
         self.messages: dict[str, Message] = {}
         # indexes
         self.pending: list[tuple[int, int, str, int]] = []
+        self.fresh: deque[tuple[int, str, int]] = deque()
         self.ready: list[tuple[int, str, int]] = []
         self.expiry: list[tuple[int, int, str]] = []
         self.groups: dict[str, Group] = {}
         self.ready_groups: list[tuple[int, str]] = []
+        self.by_receipt: dict[str, Message] = {}
         self.n_ready = 0
         self.n_inflight = 0
         self.n_delayed = 0
+        self.until_compact_check = COMPACT_CHECK_EVERY
 
     # --- configuration -------------------------------------------------------------------
 
@@ -110,10 +125,23 @@ class Queue:
 
     # --- messages --------------------------------------------------------------------------
 
+    def add(self, rec: MessageRecord, dedup: DedupEntry | None, now: int) -> None:
+        """Apply a MessageAdded whose serial is new here: the message, and what its send decided
+        for the queue (the next FIFO sequence number, the dedup entry)."""
+        self.insert(Message(rec), now)
+        seq = rec.sequence_number
+        if seq is not None and seq >= self.next_sequence:
+            self.next_sequence = seq + 1
+        if dedup is not None and dedup.expires_ms > self.pruned_before:
+            self.dedup.pop(dedup.key, None)
+            self.dedup[dedup.key] = dedup
+
     def insert(self, msg: Message, now: int) -> None:
         """Add a message; ``now`` only decides which index it starts in (never logical state)."""
         rec = msg.rec
         self.messages[rec.message_id] = msg
+        if msg.receipt is not None:
+            self.by_receipt[msg.receipt] = msg
         if rec.serial >= self.next_serial:
             self.next_serial = rec.serial + 1
         if self.fifo:
@@ -135,7 +163,11 @@ class Queue:
             # promoted one by one (O(n log n) in a single receive) later.
             msg.where = READY
             self.n_ready += 1
-            self._make_ready(msg)
+            fresh = self.fresh
+            if not self.fifo and (not fresh or fresh[-1][0] < rec.serial):
+                fresh.append((rec.serial, rec.message_id, msg.version))  # = _make_ready, for a send
+            else:
+                self._make_ready(msg)
             return
         msg.where = PENDING
         if msg.receive_count > 0:
@@ -149,8 +181,13 @@ class Queue:
     def change(self, msg: Message, version: int, receipt: str | None, visible_ms: int,
                receive_count: int, first_receive_ms: int, last_receive_ms: int) -> None:
         self._leave(msg)
+        if receipt != msg.receipt:
+            if msg.receipt is not None:
+                del self.by_receipt[msg.receipt]
+            if receipt is not None:
+                self.by_receipt[receipt] = msg
+            msg.receipt = receipt
         msg.version = version
-        msg.receipt = receipt
         msg.visible_ms = visible_ms
         msg.receive_count = receive_count
         msg.first_receive_ms = first_receive_ms
@@ -163,12 +200,16 @@ class Queue:
         else:
             self.n_delayed += 1
         heapq.heappush(self.pending, (visible_ms, msg.rec.serial, msg.rec.message_id, version))
-        self._maybe_compact()
+        self.until_compact_check -= 1
+        if self.until_compact_check <= 0:
+            self._maybe_compact()
 
     def remove(self, msg: Message) -> None:
         self._leave(msg)
         rec = msg.rec
         del self.messages[rec.message_id]
+        if msg.receipt is not None:
+            del self.by_receipt[msg.receipt]
         if self.fifo:
             gid = rec.group_id or ""
             group = self.groups[gid]
@@ -180,7 +221,9 @@ class Queue:
                 del self.groups[gid]
             elif group.inflight == 0:
                 self._offer_group(gid, group)
-        self._maybe_compact()
+        self.until_compact_check -= 1
+        if self.until_compact_check <= 0:
+            self._maybe_compact()
 
     def _leave(self, msg: Message) -> None:
         """Take a message out of the counters (and its group's in-flight count)."""
@@ -197,10 +240,12 @@ class Queue:
         if below_serial >= self.next_serial:
             self.messages.clear()
             self.pending.clear()
+            self.fresh.clear()
             self.ready.clear()
             self.expiry.clear()
             self.groups.clear()
             self.ready_groups.clear()
+            self.by_receipt.clear()
             self.n_ready = self.n_inflight = self.n_delayed = 0
             return
         for msg in [m for m in self.messages.values() if m.rec.serial < below_serial]:
@@ -229,10 +274,15 @@ class Queue:
             if group.inflight == 0:
                 self._offer_group(gid, group)
         else:
-            heapq.heappush(self.ready, (msg.rec.serial, msg.rec.message_id, msg.version))
+            rec = msg.rec
+            fresh = self.fresh
+            if not fresh or fresh[-1][0] < rec.serial:
+                fresh.append((rec.serial, rec.message_id, msg.version))
+            else:
+                heapq.heappush(self.ready, (rec.serial, rec.message_id, msg.version))
 
     def requeue(self, msg: Message) -> None:
-        """Put back a message that ``take_ready`` yielded but the caller did not use."""
+        """Put back a message that ``take_ready`` handed out but the caller did not use."""
         if msg.where == READY:
             self._make_ready(msg)
 
@@ -248,23 +298,39 @@ class Queue:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def take_ready(self) -> Iterator[Message]:
-        """Visible messages in the order a receive hands them out (promote first).
+    def take_ready(self) -> Callable[[], Message | None]:
+        """A function that returns the next visible message in the order a receive hands them
+        out, or None when there is none (promote first).
 
         Standard: oldest first. FIFO: whole groups in order of their oldest message, each
         group's visible head run in order; a group with anything in flight is skipped. The
-        caller must change or remove each yielded message before asking for the next one.
+        caller must change or remove each message it gets before asking for the next one.
+        A function rather than a generator: a receive of one message from a standard queue paid
+        more for creating, resuming and closing a generator than for the work it did.
         """
-        messages = self.messages
         if not self.fifo:
-            ready = self.ready
-            pop = heapq.heappop
-            while ready:
-                serial, mid, version = pop(ready)
-                msg = messages.get(mid)
-                if msg is not None and msg.version == version and msg.where == READY:
-                    yield msg
-            return
+            return self._next_ready
+        return partial(next, self._fifo_ready(), None)
+
+    def _next_ready(self) -> Message | None:
+        fresh = self.fresh
+        ready = self.ready
+        messages = self.messages
+        while True:
+            # The smaller head of the two: equal serials are two versions of one message, of
+            # which at most one is current, so either may go first.
+            if fresh and (not ready or fresh[0][0] < ready[0][0]):
+                serial, mid, version = fresh.popleft()
+            elif ready:
+                serial, mid, version = heapq.heappop(ready)
+            else:
+                return None
+            msg = messages.get(mid)
+            if msg is not None and msg.version == version and msg.where == READY:
+                return msg
+
+    def _fifo_ready(self) -> Iterator[Message]:
+        messages = self.messages
         ready_groups = self.ready_groups
         while ready_groups:
             serial, gid = heapq.heappop(ready_groups)
@@ -296,16 +362,22 @@ class Queue:
     # --- maintenance -----------------------------------------------------------------------
 
     def _maybe_compact(self) -> None:
-        live = len(self.messages)
-        limit = 2 * live + 1024
+        self.until_compact_check = COMPACT_CHECK_EVERY
+        limit = 2 * len(self.messages) + 1024
+        if (len(self.pending) > limit or len(self.ready) + len(self.fresh) > limit or len(self.expiry) > limit
+                or len(self.ready_groups) > 2 * len(self.groups) + 1024):
+            self._compact(limit)
+
+    def _compact(self, limit: int) -> None:
         if len(self.pending) > limit:
             self.pending = [(m.visible_ms, m.rec.serial, m.rec.message_id, m.version)
                             for m in self.messages.values() if m.where == PENDING]
             heapq.heapify(self.pending)
-        if len(self.ready) > limit:
-            self.ready = [(m.rec.serial, m.rec.message_id, m.version)
-                          for m in self.messages.values() if m.where == READY]
-            heapq.heapify(self.ready)
+        if len(self.ready) + len(self.fresh) > limit:
+            # Sorted, the entries are a valid deque of fresh ones, and the heap starts empty.
+            self.fresh = deque(sorted((m.rec.serial, m.rec.message_id, m.version)
+                                      for m in self.messages.values() if m.where == READY))
+            self.ready = []
         if len(self.expiry) > limit:
             self.expiry = [(m.rec.sent_ms, m.rec.serial, m.rec.message_id) for m in self.messages.values()]
             heapq.heapify(self.expiry)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.commands import MessageAttributeValue as Attr
-from storage.md5 import md5_of_attributes, md5_of_body
+from storage.md5 import md5_hex, md5_of_attributes, md5_of_body
 
 
 def java_sdk_digest(attrs: dict[str, Attr]) -> str:
@@ -192,3 +192,9 @@ def attribute(draw):
 @given(st.dictionaries(_text, attribute(), min_size=1, max_size=12))
 def test_agrees_with_the_java_sdk_verifier(attrs):
     assert md5_of_attributes(attrs) == java_sdk_digest(attrs)
+
+
+@pytest.mark.parametrize("size", [0, 1, 1023, 1024, 1025, 70_000])
+def test_md5_hex_agrees_with_hashlib_on_both_sides_of_the_small_threshold(size):
+    data = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+    assert md5_hex(data) == hashlib.md5(data).hexdigest()

@@ -52,6 +52,7 @@ from storage.mutations import (
     Pruned,
     QueueCreated,
 )
+from tests.storage.workload import assert_indexes_consistent
 
 START_MS = 1_700_000_000_000
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -196,6 +197,8 @@ def env():
     e = Env()
     yield e
     assert e.replica.digest() == e.storage.digest(), "a replica applying the emitted mutations diverged"
+    assert_indexes_consistent(e.storage)
+    assert_indexes_consistent(e.replica)
 
 
 def fifo_send(env: Env, queue: QueueKey, body: str, group: str = "g", dedup: str | None = None, **kw):
@@ -1012,6 +1015,35 @@ def test_delete_twice_is_ok_and_emits_nothing_the_second_time(env):
     env.delete(q, m.receipt_handle)
     assert env.mutations == []
     assert env.counts(q) == (0, 0, 0)
+
+
+def test_handles_work_on_a_restored_or_replicated_storage():
+    """Handles are found through an index that restore and apply rebuild, not only execute."""
+    clock = ManualClock(START_MS)
+    master, replica = Storage(clock, IdSource(1)), Storage(clock, IdSource(2))
+
+    def run(command):
+        result, mutations = master.execute(command)
+        for m in mutations:
+            replica.apply(m)
+        return result
+
+    q = run(CreateQueue(Namespace(), "q")).queue
+    for body in ("a", "b", "c"):
+        run(SendMessage(q, body))
+    a, b, c = run(ReceiveMessage(q, max_number_of_messages=3)).messages
+    run(ChangeMessageVisibility(q, b.receipt_handle, 100))
+    restored = Storage(clock, IdSource(3))
+    restored.restore(master.snapshot())
+    for other in (restored, replica):
+        _, muts = other.execute(DeleteMessage(q, a.receipt_handle))
+        assert [type(m) for m in muts] == [MessageDeleted]
+        _, muts = other.execute(ChangeMessageVisibility(q, b.receipt_handle, 0))
+        assert [type(m) for m in muts] == [MessageChanged]
+        _, muts = other.execute(DeleteMessage(q, b.receipt_handle))  # the handle outlives visibility
+        assert [type(m) for m in muts] == [MessageDeleted]
+        assert_indexes_consistent(other)
+    assert restored.digest() == replica.digest()
 
 
 def test_delete_with_stale_handle_succeeds_but_does_not_delete(env):

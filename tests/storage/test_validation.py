@@ -482,7 +482,7 @@ def test_batch_too_many():
         check_batch_ids([str(i) for i in range(1001)], RELAXED)
 
 
-@pytest.mark.parametrize("bad", [None, "", "x" * 81, "a b", "a.b", "é", "a/b", "a\n", 7])
+@pytest.mark.parametrize("bad", [None, "", "x" * 81, "a b", "a.b", "é", "a/b", "a\n", "a\nb", "\n", 7])
 def test_batch_bad_id(bad):
     with raises(errors.INVALID_BATCH_ENTRY_ID, BAD_ID) as info:
         check_batch_ids(["ok", bad], STRICT)  # type: ignore[list-item]

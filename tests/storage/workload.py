@@ -141,8 +141,24 @@ def step(run: Run, data: st.DataObject) -> None:
         run.execute(StartMessageMoveTask(NS, DLQ.arn, max_messages_per_second=data.draw(st.sampled_from((None, 1, 5)))))
 
 
+def assert_indexes_consistent(storage: Storage) -> None:
+    """The derived indexes that the digest does not cover agree with the messages they index."""
+    from storage.model import READY
+
+    for q in storage._queues.values():
+        msgs = list(q.messages.values())
+        assert q.by_receipt == {m.receipt: m for m in msgs if m.receipt is not None}
+        ready = sum(m.where == READY for m in msgs)
+        inflight = sum(m.where != READY and m.receive_count > 0 for m in msgs)
+        assert (q.n_ready, q.n_inflight, q.n_delayed) == (ready, inflight, len(msgs) - ready - inflight)
+        serials = [entry[0] for entry in q.fresh]
+        assert serials == sorted(serials)
+
+
 def assert_same_state(actual: Storage, expected: Storage) -> None:
     """Digest equality, with the first differing records in the message when it fails."""
+    assert_indexes_consistent(actual)
+    assert_indexes_consistent(expected)
     if actual.digest() == expected.digest():
         return
     from storage.digest import canonical
