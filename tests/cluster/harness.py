@@ -1,11 +1,24 @@
 """Real membership nodes as processes on loopback, with optional per-link proxies, and the
-history checks every test applies (identical view sequences, never two active masters)."""
+history checks every test applies (identical view sequences, never two active masters).
+
+Two kinds of link proxies, one per directed link and per protocol (Raft and mutation stream):
+
+* ``proxied=True``: the small in-process LinkProxy (tests/cluster/proxy.py), cut and heal only.
+* ``toxiproxy=True``: proxies on a Toxiproxy server (the builtin ``elasticmq-py toxiproxy`` or a
+  real ``toxiproxy-server``, as ELASTICMQ_PY_TOXIPROXY chooses), driven through the unmodified
+  toxiproxy-python client, so links can also be slowed, throttled, reset or black-holed.
+
+Either way ``c.proxies[(a, b)]`` is the directed link a->b with ``cut()`` / ``heal()``, and the
+nemesis helpers below (``cut``, ``isolate``, ``partition``, ``bridge``, ``ring``, ``heal_all``)
+work on both; toxics need ``toxiproxy=True``.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,10 +48,15 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+PORT_SLOT_ENV = "ELASTICMQ_PY_TEST_PORT_SLOT"
+
+
 def pick_ports(n: int) -> list[int]:
     """Ports below the ephemeral range (so no outgoing connection can be holding one), spread
-    by xdist worker so two workers do not race for the same ones."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    by xdist worker so two workers do not race for the same ones. A runner outside pytest (the
+    chaos runner) names its own slot in ELASTICMQ_PY_TEST_PORT_SLOT, so it does not race a
+    concurrent ``make test`` either."""
+    worker = os.environ.get(PORT_SLOT_ENV) or os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     idx = int("".join(c for c in worker if c.isdigit()) or 0)
     lo = 20000 + (idx % 8) * 1500
     rng = random.Random(time.time_ns() ^ os.getpid())
@@ -70,6 +88,177 @@ class DirectedLink:
         self.stream.close()
 
 
+class ToxiNet:
+    """One Toxiproxy server for one cluster, and the toxiproxy-python client pointed at it.
+
+    The client keeps its server address in class attributes (APIConsumer.host/port), so every
+    call goes through ``with net:``, which points it at this server under a lock: two clusters
+    in one process (the chaos runner, a test with two clusters) cannot steer each other's."""
+
+    _lock = threading.RLock()
+
+    def __init__(self, attempts: int = 3) -> None:
+        from elasticmq_py.toxiproxy.testing import ToxiproxyUnavailable, start_toxiproxy
+        from toxiproxy import Toxiproxy
+        for attempt in range(attempts):
+            try:
+                self.server = start_toxiproxy()
+                break
+            except ToxiproxyUnavailable:
+                # a Python start-up can exceed the 15 s allowed when the machine is loaded
+                if attempt == attempts - 1:
+                    raise
+        self.client = Toxiproxy()
+
+    def __enter__(self) -> Any:
+        from toxiproxy.api import APIConsumer
+        self._lock.acquire()
+        APIConsumer.host, APIConsumer.port = self.server.host, self.server.port
+        return self.client
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+
+    def create(self, name: str, listen_port: int, upstream: Address) -> Any:
+        with self as tp:
+            try:
+                return tp.create(upstream=f"{upstream.host}:{upstream.port}", name=name,
+                                 listen=f"127.0.0.1:{listen_port}")
+            except KeyError:
+                # the client builds a Proxy from whatever came back, and an error body has no name
+                raise RuntimeError(f"toxiproxy could not create proxy {name} listening on "
+                                   f"127.0.0.1:{listen_port} (port taken?)") from None
+
+    def reset(self) -> None:
+        """Every proxy enabled, every toxic removed (POST /reset)."""
+        with self as tp:
+            tp.reset()
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+CUT_TOXIC = "cut"   # the black-hole cut: a `timeout` toxic with timeout 0 holds and drops all data
+
+
+class ToxiLink:
+    """The directed link a->b as two Toxiproxy proxies: a's Raft and stream connections to b.
+
+    On a->b, ``upstream`` toxics act on what a sends to b and ``downstream`` ones on what b
+    answers on a's connection (handshakes, acks of the stream's transport): b's own messages to
+    a travel on the link b->a. ``which`` chooses the proxies, ``raft`` and/or ``stream``."""
+
+    KINDS = ("raft", "stream")
+
+    def __init__(self, net: ToxiNet, src: str, dst: str, proxies: dict[str, Any], ports: dict[str, int]) -> None:
+        self.net = net
+        self.src, self.dst = src, dst
+        self.proxies = proxies
+        self.ports = ports
+        self.toxics: dict[str, set[str]] = {k: set() for k in self.KINDS}   # names we added, per proxy
+
+    def _selected(self, which: str | tuple[str, ...]) -> list[str]:
+        kinds = self.KINDS if which == "both" else ((which,) if isinstance(which, str) else which)
+        bad = set(kinds) - set(self.KINDS)
+        if bad:
+            raise ValueError(f"unknown link kind(s) {sorted(bad)}")
+        return list(kinds)
+
+    # -- cut and heal ---------------------------------------------------------------------------
+
+    def cut(self, mode: str = "refuse", which: str | tuple[str, ...] = "both") -> None:
+        """``refuse``: the proxy is disabled (connections dropped, new ones refused: a crashed
+        or firewalled-with-RST peer). ``drop``: connections stay up and every byte vanishes (a
+        black hole, noticed only by timeouts)."""
+        if mode == "refuse":
+            with self.net:
+                for k in self._selected(which):
+                    self.proxies[k].disable()
+        elif mode == "drop":
+            for k in self._selected(which):
+                for stream in ("upstream", "downstream"):
+                    if f"{CUT_TOXIC}_{stream}" not in self.toxics[k]:   # cutting a cut link is a no-op
+                        self._add(k, f"{CUT_TOXIC}_{stream}", "timeout", {"timeout": 0}, stream)
+        else:
+            raise ValueError(f"unknown cut mode {mode!r}")
+
+    def heal(self, which: str | tuple[str, ...] = "both") -> None:
+        """Undo both kinds of cut (other toxics stay: ``clear()`` removes those)."""
+        for k in self._selected(which):
+            for stream in ("upstream", "downstream"):
+                if f"{CUT_TOXIC}_{stream}" in self.toxics[k]:
+                    self.remove(f"{CUT_TOXIC}_{stream}", which=k)
+        with self.net:
+            for k in self._selected(which):
+                self.proxies[k].enable()
+
+    def close(self) -> None:
+        pass   # the proxies go with their server (ToxiNet.close)
+
+    # -- toxics ---------------------------------------------------------------------------------
+
+    def _add(self, kind: str, name: str, type_: str, attributes: dict[str, Any], stream: str,
+             toxicity: float = 1.0) -> None:
+        with self.net:
+            self.proxies[kind].add_toxic(name=name, type=type_, stream=stream, toxicity=toxicity,
+                                         attributes=attributes)
+        self.toxics[kind].add(name)
+
+    def add(self, type_: str, attributes: dict[str, Any], *, stream: str = "both",
+            which: str | tuple[str, ...] = "both", name: str | None = None, toxicity: float = 1.0) -> None:
+        """Add a toxic on ``stream`` (upstream, downstream or both) of the chosen proxies; its
+        name is ``name`` (default the type) with ``_upstream``/``_downstream`` appended."""
+        streams = ("upstream", "downstream") if stream == "both" else (stream,)
+        for k in self._selected(which):
+            for st in streams:
+                self._add(k, f"{name or type_}_{st}", type_, attributes, st, toxicity)
+
+    def remove(self, name: str, which: str | tuple[str, ...] = "both") -> None:
+        """Remove toxics by full name (``latency_upstream``) or by the name given to ``add``
+        (``latency``: both streams)."""
+        from toxiproxy.exceptions import NotFound
+        for k in self._selected(which):
+            for full in [t for t in self.toxics[k] if t == name or t.rsplit("_", 1)[0] == name]:
+                with self.net:
+                    try:
+                        self.proxies[k].destroy_toxic(full)
+                    except NotFound:
+                        pass
+                self.toxics[k].discard(full)
+
+    def clear(self, which: str | tuple[str, ...] = "both") -> None:
+        for k in self._selected(which):
+            for full in list(self.toxics[k]):
+                self.remove(full, which=k)
+
+    def latency(self, ms: int, jitter: int = 0, **kw: Any) -> None:
+        self.add("latency", {"latency": ms, "jitter": jitter}, **kw)
+
+    def bandwidth(self, rate_kb: int, **kw: Any) -> None:
+        self.add("bandwidth", {"rate": rate_kb}, **kw)
+
+    def reset_peer(self, timeout_ms: int = 0, **kw: Any) -> None:
+        self.add("reset_peer", {"timeout": timeout_ms}, **kw)
+
+    def timeout(self, timeout_ms: int, **kw: Any) -> None:
+        self.add("timeout", {"timeout": timeout_ms}, **kw)
+
+    def slicer(self, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any) -> None:
+        self.add("slicer", {"average_size": average_size, "size_variation": size_variation, "delay": delay_us}, **kw)
+
+    def limit_data(self, nbytes: int, **kw: Any) -> None:
+        self.add("limit_data", {"bytes": nbytes}, **kw)
+
+    def listed(self) -> dict[str, list[dict[str, Any]]]:
+        """The server's own view of this link's toxics (what GET /proxies/{p}/toxics says)."""
+        out = {}
+        with self.net:
+            for k, p in self.proxies.items():
+                out[k] = [{"name": t.name, "type": t.type, "stream": t.stream, "attributes": t.attributes}
+                          for t in p.toxics().values()]
+        return out
+
+
 @dataclass
 class Proc:
     name: str
@@ -84,20 +273,45 @@ class Cluster:
     names: list[str]
     timing: Timing = field(default_factory=Timing)
     proxied: bool = False
+    toxiproxy: bool = False   # per-link proxies on a Toxiproxy server (ToxiLink) instead of LinkProxy
+    # Scheduling niceness of the node processes: a cluster whose timing tolerates a starved
+    # scheduler can yield the CPU to tests (on the other xdist worker) whose LAN timing does not.
+    nice: int = 0
     secret: str = "test-secret"
     secrets: dict[str, str] = field(default_factory=dict)   # per-node override (wrong-secret test)
     cluster_for: dict[str, list[str]] = field(default_factory=dict)  # per-node member list (join test)
     procs: dict[str, Proc] = field(default_factory=dict)
     kills: dict[str, list[float]] = field(default_factory=dict)  # wall times each node was killed
-    proxies: dict[tuple[str, str], LinkProxy] = field(default_factory=dict)
+    proxies: dict[tuple[str, str], Any] = field(default_factory=dict)   # DirectedLink or ToxiLink
     _ploop: ProxyLoop | None = None
+    net: ToxiNet | None = None
 
     def __post_init__(self) -> None:
         n = len(self.names)
-        ports = pick_ports(2 * n)
+        # One draw for the nodes' and the proxies' ports: two draws could hand out the same
+        # port twice, since neither is bound yet when the other is drawn.
+        ports = pick_ports(2 * n + (2 * n * (n - 1) if self.toxiproxy else 0))
         self.specs = [NodeSpec(name, Address("127.0.0.1", p), Address("127.0.0.1", q))
-                      for name, p, q in zip(self.names, ports[:n], ports[n:])]
+                      for name, p, q in zip(self.names, ports[:n], ports[n:2 * n])]
         links: dict[tuple[str, str], LinkAddrs] = {}
+        if self.proxied and self.toxiproxy:
+            raise ValueError("choose one kind of link proxy: proxied or toxiproxy")
+        if self.toxiproxy:
+            pairs = [(a, b) for a in self.specs for b in self.specs if a.name != b.name]
+            # Fixed listen ports below the ephemeral range: a disabled proxy gives its port up,
+            # and must get the same one back when it is enabled again.
+            lports = ports[2 * n:]
+            plan = []
+            for i, (a, b) in enumerate(pairs):
+                pp = {"raft": lports[2 * i], "stream": lports[2 * i + 1]}
+                plan.append((a, b, pp))
+                links[(a.name, b.name)] = LinkAddrs(raft=Address("127.0.0.1", pp["raft"]),
+                                                    stream=Address("127.0.0.1", pp["stream"]))
+            # The proxy server starts while the nodes do (both are mostly Python imports): a
+            # node that dials before its proxy exists is refused and redials, as after a cut.
+            self._net_error: BaseException | None = None
+            self._net_thread = threading.Thread(target=self._make_net, args=(plan,), name="toxinet", daemon=True)
+            self._net_thread.start()
         if self.proxied:
             self._ploop = ProxyLoop()
             for a in self.specs:
@@ -111,6 +325,27 @@ class Cluster:
                                                             stream=Address("127.0.0.1", px.stream.port))
         self.cluster = ClusterConfig("test", self.secret, tuple(self.specs), links, self.timing)
 
+    def _make_net(self, plan: list[tuple[NodeSpec, NodeSpec, dict[str, int]]]) -> None:
+        try:
+            net = self.net = ToxiNet()
+            for a, b, ports in plan:
+                made = {"raft": net.create(f"{a.name}__{b.name}__raft", ports["raft"], b.raft_addr),
+                        "stream": net.create(f"{a.name}__{b.name}__stream", ports["stream"], b.stream_addr)}
+                self.proxies[(a.name, b.name)] = ToxiLink(net, a.name, b.name, made, ports)
+        except BaseException as e:   # noqa: BLE001 - raised to the test by _await_net
+            self._net_error = e
+
+    def _await_net(self) -> None:
+        """The Toxiproxy proxies exist (toxiproxy mode: they are made in the background)."""
+        t = getattr(self, "_net_thread", None)
+        if t is None:
+            return
+        t.join(60)
+        if t.is_alive():
+            raise RuntimeError("the Toxiproxy server and its proxies were not ready within 60 s")
+        if self._net_error is not None:
+            raise RuntimeError(f"could not set up the Toxiproxy links: {self._net_error!r}") from self._net_error
+
     # -- processes --------------------------------------------------------------------------------
 
     def config_for(self, name: str) -> NodeConfig:
@@ -122,12 +357,24 @@ class Cluster:
         return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"))
 
     def start(self, name: str, timeout: float = 15.0) -> None:
+        self._ready(name, self._spawn(name), timeout)
+
+    def _spawn(self, name: str) -> subprocess.Popen:
         path = self.tmp / f"{name}.json"
         path.write_text(json.dumps(self.config_for(name).to_dict()))
         err = open(self.tmp / f"{name}.log", "ab")
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        p = subprocess.Popen([sys.executable, "-m", "cluster.node", "--config", str(path), "--log-level", "INFO"],
-                             stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
+        return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "cluster.node", "--config", str(path),
+                                 "--log-level", "INFO"],
+                                stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
+
+    def _nice_prefix(self) -> list[str]:
+        # nice(1) execs the node in its own place (same pid, so signals reach the node); a
+        # preexec_fn would do the same but is unsafe while the test's client threads run
+        nice = shutil.which("nice") if self.nice else None
+        return [nice, "-n", str(self.nice)] if nice else []
+
+    def _ready(self, name: str, p: subprocess.Popen, timeout: float) -> None:
         line = _readline(p, timeout)
         if not line.startswith("READY "):
             p.kill()
@@ -135,9 +382,23 @@ class Cluster:
             raise RuntimeError(f"{name} did not start: {line!r}; see {self.tmp / (name + '.log')}")
         self.procs[name] = Proc(name, p, json.loads(line[6:])["admin"])
 
-    def start_all(self) -> None:
-        for n in self.names:
-            self.start(n)
+    def start_all(self, parallel: bool = False, timeout: float = 30.0) -> None:
+        """``parallel``: spawn every node before waiting for any (start-up is mostly imports,
+        which two cores do side by side); the default keeps the nodes' start order."""
+        if not parallel:
+            for n in self.names:
+                self.start(n)
+        else:
+            spawned = [(n, self._spawn(n)) for n in self.names]
+            for i, (n, p) in enumerate(spawned):
+                try:
+                    self._ready(n, p, timeout)
+                except BaseException:
+                    for _, q in spawned[i + 1:]:
+                        q.kill()
+                        q.wait(5)
+                    raise
+        self._await_net()
 
     def kill(self, name: str) -> None:
         p = self.procs[name]
@@ -168,10 +429,14 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 p.popen.kill()
                 p.popen.wait(5)
+        if getattr(self, "_net_thread", None) is not None:
+            self._net_thread.join(60)
         for px in self.proxies.values():
             px.close()
         if self._ploop is not None:
             self._ploop.close()
+        if self.net is not None:
+            self.net.close()
 
     def alive(self) -> list[str]:
         return [n for n, p in self.procs.items() if p.popen.poll() is None and not p.stopped]
@@ -240,14 +505,79 @@ class Cluster:
     def histories(self) -> dict[str, list[dict[str, Any]]]:
         return {n: self.history(n) for n in self.names}
 
-    # -- the proxies ----------------------------------------------------------------------------------
+    # -- the proxies: nemesis helpers ------------------------------------------------------------------
 
-    def isolate(self, name: str) -> None:
-        for (a, b), px in self.proxies.items():
+    def link(self, src: str, dst: str) -> Any:
+        self._await_net()
+        if not self.proxies:
+            raise RuntimeError("this cluster has no link proxies: make it with proxied=True or toxiproxy=True")
+        return self.proxies[(src, dst)]
+
+    def _cut(self, src: str, dst: str, mode: str) -> None:
+        px = self.link(src, dst)
+        if isinstance(px, ToxiLink):
+            px.cut(mode)
+        else:
+            px.cut()   # LinkProxy only refuses
+
+    def cut(self, src: str, dst: str, mode: str = "refuse", both: bool = False) -> None:
+        """Cut the directed link src->dst (``both``: and dst->src)."""
+        self._cut(src, dst, mode)
+        if both:
+            self._cut(dst, src, mode)
+
+    def heal(self, src: str, dst: str, both: bool = False) -> None:
+        self.link(src, dst).heal()
+        if both:
+            self.link(dst, src).heal()
+
+    def isolate(self, name: str, mode: str = "refuse") -> None:
+        self._await_net()
+        for (a, b) in self.proxies:
             if name in (a, b):
-                px.cut()
+                self._cut(a, b, mode)
+
+    def partition(self, groups: list[list[str]], mode: str = "refuse") -> None:
+        """Cut every link between nodes of different groups, both directions. Nodes named in no
+        group form one more group together."""
+        self._await_net()
+        rest = [n for n in self.names if not any(n in g for g in groups)]
+        side = {n: i for i, g in enumerate(groups + ([rest] if rest else [])) for n in g}
+        for (a, b) in self.proxies:
+            if side[a] != side[b]:
+                self._cut(a, b, mode)
+
+    def bridge(self, left: str, middle: str, right: str, mode: str = "refuse") -> None:
+        """left and right cannot talk (both directions); both still talk to middle."""
+        self.cut(left, right, mode, both=True)
+
+    def ring(self, order: list[str] | None = None, mode: str = "refuse") -> None:
+        """Each node keeps only its two neighbours in ``order`` (Jepsen's majorities ring: with
+        five nodes every node sees a majority, and no two nodes see the same one)."""
+        self._await_net()
+        order = order or list(self.names)
+        n = len(order)
+        keep = {frozenset((order[i], order[(i + 1) % n])) for i in range(n)}
+        for (a, b) in self.proxies:
+            if frozenset((a, b)) not in keep:
+                self._cut(a, b, mode)
+
+    def one_way_ring(self, order: list[str] | None = None, mode: str = "refuse") -> None:
+        """A ring of partial cuts: each node's link to the next in ``order`` is cut in that
+        direction only (n1->n2, n2->n3, n3->n1), so every pair still talks one way."""
+        order = order or list(self.names)
+        for i, a in enumerate(order):
+            self._cut(a, order[(i + 1) % len(order)], mode)
 
     def heal_all(self) -> None:
+        """Every link back up; on Toxiproxy every toxic removed too."""
+        self._await_net()
+        if self.net is not None:
+            self.net.reset()
+            for px in self.proxies.values():
+                for k in px.toxics.values():
+                    k.clear()
+            return
         for px in self.proxies.values():
             px.heal()
 

@@ -63,14 +63,16 @@ class ServerCluster(Cluster):
     def config_path(self, name: str) -> Path:
         return self.tmp / f"{name}.toml"
 
-    def start(self, name: str, timeout: float = 15.0) -> None:
+    def _spawn(self, name: str) -> subprocess.Popen:
         path = self.config_path(name)
         path.write_text(server_toml(self, name))
         err = open(self.tmp / f"{name}.log", "ab")
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        p = subprocess.Popen([sys.executable, "-m", "elasticmq_py", "serve", "--config", str(path),
-                              "--print-port", "--log-level", "INFO"],
-                             stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
+        return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "elasticmq_py", "serve", "--config",
+                                 str(path), "--print-port", "--log-level", "INFO"],
+                                stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
+
+    def _ready(self, name: str, p: subprocess.Popen, timeout: float) -> None:
         line = _readline(p, timeout)
         if not line.isdigit():
             p.kill()

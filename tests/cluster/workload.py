@@ -10,7 +10,9 @@ retried by the client itself with the same token, as a new attempt.
 
 from __future__ import annotations
 
+import http.client
 import itertools
+import json
 import random
 import threading
 import time
@@ -28,11 +30,12 @@ ACCOUNT = "000000000000"
 VISIBILITY = 3   # short: messages a lost answer left in flight are back for the final drain
 
 
-def sqs_client(url: str, timeout: float = 5.0):
+def sqs_client(url: str, timeout: float = 5.0, read_timeout: float | None = None):
     return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
                         aws_secret_access_key="x",
                         config=Config(retries={"total_max_attempts": 1}, connect_timeout=timeout,
-                                      read_timeout=timeout + 25, tcp_keepalive=True))
+                                      read_timeout=timeout + 25 if read_timeout is None else read_timeout,
+                                      tcp_keepalive=True))
 
 
 def queue_url(base: str, queue: str) -> str:
@@ -59,6 +62,9 @@ class Recorder:
     seed: int = 0
     receive_ratio: float = 0.4
     groups: int = 3
+    # Seconds to wait for an answer before recording `unknown`; None: 30 s, past any long poll
+    # and the forwarding timeout. A shorter one keeps a lost answer from stalling a short run.
+    read_timeout: float | None = None
     acked_sends: list[str] = field(default_factory=list)
     ok_counts: dict[str, int] = field(default_factory=dict)
 
@@ -70,13 +76,16 @@ class Recorder:
         self._writer = RecordWriter(self.history)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.last_receive_ok = True   # did the last receive get an answer (an empty one counts)?
+        # A label the workload loop puts on every attempt (the scenario's phase: "slow", "cut", ...)
+        self.phase: str | None = None
 
     # -- one attempt of each operation ------------------------------------------------------------
 
     def _client(self, url: str):
         c = self._clients.get(url)
         if c is None:
-            c = self._clients[url] = sqs_client(url)
+            c = self._clients[url] = sqs_client(url, read_timeout=self.read_timeout)
         return c
 
     def _node(self) -> tuple[str, str] | None:
@@ -126,7 +135,9 @@ class Recorder:
             self._record(ts=t0, node=node, client=self.name, op_id=f"{self.name}-{next(self._ops)}", op="receive",
                          queue=queue, outcome=outcome, completed=time.time(), error=err,
                          visibility_timeout=float(visibility), max_messages=10, phase=phase)
+            self.last_receive_ok = False
             return []
+        self.last_receive_ok = True
         msgs = tuple(ReceivedMessage(m["MessageId"], m["Body"], m["ReceiptHandle"],
                                      m.get("Attributes", {}).get("MessageGroupId"),
                                      m.get("Attributes", {}).get("SequenceNumber"),
@@ -158,15 +169,16 @@ class Recorder:
             return
         node, url = picked
         queue = self._rng.choice(self.queues)
+        phase = self.phase
         if self._rng.random() < self.receive_ratio:
-            for m in self.receive(queue, node, url):
-                self.delete(queue, m, node, url)
+            for m in self.receive(queue, node, url, phase=phase):
+                self.delete(queue, m, node, url, phase=phase)
             return
         token = f"{self.name}-t{next(self._tokens)}"
         # a retry is the same message: same token, group and deduplication id
         group = f"g{self._rng.randrange(self.groups)}" if queue.endswith(".fifo") else None
         for _ in range(5):   # the same token until an answer says it is in (or clearly is not)
-            outcome = self.send(queue, token, node, url, group)
+            outcome = self.send(queue, token, node, url, group, phase=phase)
             if outcome == "ok":
                 return
             time.sleep(0.05)
@@ -188,15 +200,22 @@ class Recorder:
         if self._thread is not None:
             self._thread.join(60)
 
-    def drain(self, node: str, url: str, rounds_empty: int = 2) -> int:
-        """Receive and delete until every queue answers empty ``rounds_empty`` times in a row."""
+    def drain(self, node: str, url: str, rounds_empty: int = 2, deadline_s: float = 60.0) -> int:
+        """Receive and delete until every queue answers empty ``rounds_empty`` times in a row.
+        A receive that failed says nothing about the queue: it does not count as empty (else a
+        503 during the drain would leave messages behind and make them look lost)."""
         got = 0
+        deadline = time.monotonic() + deadline_s
         for queue in self.queues:
             empty = 0
-            while empty < rounds_empty:
+            while empty < rounds_empty and time.monotonic() < deadline:
                 msgs = self.receive(queue, node, url, wait=1, phase="drain")
                 if not msgs:
-                    empty += 1
+                    if self.last_receive_ok:
+                        empty += 1
+                    else:
+                        empty = 0
+                        time.sleep(0.2)
                     continue
                 empty = 0
                 for m in msgs:
@@ -223,3 +242,40 @@ class Nemesis:
 
     def close(self) -> None:
         self._w.close()
+
+
+def bulk_fill(url: str, queue: str, count: int, body_size: int = 100, threads: int = 4) -> None:
+    """Load ``count`` messages through the JSON protocol with plain keep-alive connections (set-up,
+    not part of any history: boto3 manages ~500 calls/s per thread, too slow for a big state)."""
+    host, port = url.removeprefix("http://").split(":")
+    body_of = {"QueueUrl": queue_url(url, queue)}
+    pad = "x" * max(body_size - 9, 0)
+    errors: list[str] = []
+
+    def work(first: int, n: int) -> None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessageBatch"}
+        try:
+            for start in range(first, first + n, 10):
+                entries = [{"Id": str(i), "MessageBody": f"{i:09d}{pad}"} for i in range(start, min(start + 10, first + n))]
+                for _ in range(50):   # set-up: retry a throttled or 503 batch
+                    conn.request("POST", "/", json.dumps({**body_of, "Entries": entries}), headers)
+                    r = conn.getresponse()
+                    data = r.read()
+                    if r.status == 200 and b'"Failed":[]' in data.replace(b" ", b""):
+                        break
+                    time.sleep(0.1)
+                else:
+                    errors.append(data[:300].decode(errors="replace"))
+                    return
+        finally:
+            conn.close()
+
+    per = -(-count // threads)
+    ts = [threading.Thread(target=work, args=(i * per, max(0, min(per, count - i * per)))) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"bulk fill of {queue} failed: {errors[0]}")
