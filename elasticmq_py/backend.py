@@ -124,13 +124,8 @@ class LocalBackend:
         self._tick_task = asyncio.create_task(self._tick_loop(), name="storage-tick")
 
     async def stop(self) -> None:
-        if self._tick_task is not None:
-            self._tick_task.cancel()
-            try:
-                await self._tick_task
-            except asyncio.CancelledError:
-                pass
-            self._tick_task = None
+        await cancel_and_wait(self._tick_task)
+        self._tick_task = None
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -167,6 +162,17 @@ class LocalBackend:
                 log.exception("storage tick failed")
                 busy = False
             await asyncio.sleep(0 if busy else self.TICK_INTERVAL_S)
+
+
+async def cancel_and_wait(task: asyncio.Task | None) -> None:
+    """Cancel a background loop and wait until it has stopped."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
 
 
 def _resolve(fut: asyncio.Future) -> None:

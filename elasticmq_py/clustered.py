@@ -32,7 +32,7 @@ from cluster.replicated import ReplicatedStorage, Throttled
 from cluster.replication.runtime import NotServing, OutcomeUnknown
 from cluster.runtime import BindError
 
-from elasticmq_py.backend import LocalBackend
+from elasticmq_py.backend import LocalBackend, cancel_and_wait
 from elasticmq_py.forwarding import Forwarder
 
 log = logging.getLogger(__name__)
@@ -187,13 +187,8 @@ class ClusterBackend:
         self._tick_task = self._loop.create_task(self._tick_loop(), name="replicated-tick")
 
     async def stop(self) -> None:
-        if self._tick_task is not None:
-            self._tick_task.cancel()
-            try:
-                await self._tick_task
-            except asyncio.CancelledError:
-                pass
-            self._tick_task = None
+        await cancel_and_wait(self._tick_task)
+        self._tick_task = None
         r, self.replicated = self.replicated, None
         if r is not None:
             await r.stop()
