@@ -48,7 +48,8 @@ class TransferSender:
         self._new_id = new_id
         self._storage = storage
         self._log = log
-        self.chunk_records = chunk_records
+        # the first chunk is small (its record size is unknown yet); later ones adapt to bytes
+        self.chunk_records = min(chunk_records, 256)
         self.max_chunk_records = chunk_records
         # Chunks are bounded in bytes too (aiming at chunk_bytes, adapted from the last chunk's
         # bytes per record): 2,000 records of 1 KB messages made 2 MB frames, a window of 16 MB,

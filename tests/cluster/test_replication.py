@@ -72,6 +72,10 @@ def test_sends_through_every_endpoint_land_once_and_in_order(make_cluster):
     c = make_cluster(THREE, cls=ServerCluster)
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
+    # a stable view does not yet mean each replica's stream link to the master is up, and
+    # forwarding refuses (503) until it is
+    c.wait_for("replicas connected to the master", lambda: all(
+        (c.status(n) or {}).get("replication", {}).get("peers", {}).get(master) for n in THREE if n != master), 10)
     _setup_queues(c, master)
     clients = {n: c.sqs(n) for n in THREE}
     sent_fifo: list[str] = []
