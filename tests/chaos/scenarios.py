@@ -117,7 +117,7 @@ class Run:
     """One run of one scenario: the cluster, the clients, the nemesis log, the seeded choices,
     and the scenario's own checks, applied to the history once the run is over."""
 
-    def __init__(self, sc: Scenario, folder: Path, seed: int, policy: str, long: bool) -> None:
+    def __init__(self, sc: Scenario, folder: Path, seed: int, policy: str, long: bool, nice: int = 0) -> None:
         self.sc = sc
         self.folder = folder
         self.seed = seed
@@ -129,7 +129,7 @@ class Run:
         self.problems: list[str] = []
         self.checks: list[Check] = []
         self.names = [f"n{i}" for i in range(1, sc.nodes + 1)]
-        self.c = ServerCluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True)
+        self.c = ServerCluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice)
         self.c.replication_config = {"policy": policy, **sc.replication}
         self.nemesis: Nemesis | None = None
         self.recorders: list[Recorder] = []
@@ -690,15 +690,29 @@ def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority
     sc = SCENARIOS.get(name) or COMBOS[name]
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    run = Run(sc, folder, seed, policy, long)
-    run.c.nice = nice
+    run = Run(sc, folder, seed, policy, long, nice)
     c = run.c
     failures: list[str] = []
     counts: dict[str, int] = {}
     summary = ""
     try:
         try:
-            c.start_all(parallel=True)
+            for attempt in range(1, 4):
+                try:
+                    c.start_all(parallel=True)
+                    break
+                except RuntimeError as e:
+                    if attempt == 3 or not _port_clash(folder, e):
+                        raise
+                # Ports are drawn free below the ephemeral range, but another test process on
+                # the machine (another worktree's worker of the same slot) can bind one first:
+                # that is no finding, so start over on fresh ports. The failed start is kept
+                # beside the run's folder, not in it (its histories are no part of this run).
+                c.close()
+                folder.rename(folder.with_name(f"{folder.name}.port-clash-{attempt}"))
+                folder.mkdir()
+                run = Run(sc, folder, seed, policy, long, nice)
+                c = run.c
             run.master = _setup_queues(c, run.names)
             n_fill = sc.prefill[1 if long else 0]
             if n_fill:
@@ -761,6 +775,12 @@ def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority
                  run.params, run.observations, round(time.time() - t0, 1), str(folder), summary)
     (folder / "result.json").write_text(json.dumps(asdict(res), indent=1, default=str))
     return res
+
+
+def _port_clash(folder: Path, e: Exception) -> bool:
+    if "port taken" in str(e):
+        return True
+    return any("Address already in use" in f.read_text(errors="replace") for f in folder.glob("*.log"))
 
 
 def _heal_and_finish(run: Run) -> str:

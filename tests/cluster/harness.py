@@ -97,7 +97,7 @@ class ToxiNet:
 
     _lock = threading.RLock()
 
-    def __init__(self, attempts: int = 3) -> None:
+    def __init__(self, attempts: int = 3, nice: int = 0) -> None:
         from elasticmq_py.toxiproxy.testing import ToxiproxyUnavailable, start_toxiproxy
         from toxiproxy import Toxiproxy
         for attempt in range(attempts):
@@ -108,6 +108,8 @@ class ToxiNet:
                 # a Python start-up can exceed the 15 s allowed when the machine is loaded
                 if attempt == attempts - 1:
                     raise
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, self.server.pid, nice)   # see Cluster.nice
         self.client = Toxiproxy()
 
     def __enter__(self) -> Any:
@@ -274,8 +276,9 @@ class Cluster:
     timing: Timing = field(default_factory=Timing)
     proxied: bool = False
     toxiproxy: bool = False   # per-link proxies on a Toxiproxy server (ToxiLink) instead of LinkProxy
-    # Scheduling niceness of the node processes: a cluster whose timing tolerates a starved
-    # scheduler can yield the CPU to tests (on the other xdist worker) whose LAN timing does not.
+    # Scheduling niceness of the node processes and the proxy server: a cluster whose timing
+    # tolerates a starved scheduler can yield the CPU to tests (on the other xdist worker) whose
+    # LAN timing does not.
     nice: int = 0
     secret: str = "test-secret"
     secrets: dict[str, str] = field(default_factory=dict)   # per-node override (wrong-secret test)
@@ -327,7 +330,7 @@ class Cluster:
 
     def _make_net(self, plan: list[tuple[NodeSpec, NodeSpec, dict[str, int]]]) -> None:
         try:
-            net = self.net = ToxiNet()
+            net = self.net = ToxiNet(nice=self.nice)
             for a, b, ports in plan:
                 made = {"raft": net.create(f"{a.name}__{b.name}__raft", ports["raft"], b.raft_addr),
                         "stream": net.create(f"{a.name}__{b.name}__stream", ports["stream"], b.stream_addr)}
