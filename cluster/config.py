@@ -31,9 +31,10 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
     policy = "majority"           # none | one | majority | all (a queue's tag can override it)
     forward = true                # non-masters forward client requests to the master
 
-    [node]                        # process-local settings, unused by the cluster logic itself
+    [node]                        # process-local settings
     history = "n1-history.jsonl"
     admin = "127.0.0.1:0"
+    state-dir = "n1-state"        # durable Raft state (term, vote, log); see cluster/runtime.py
 """
 
 from __future__ import annotations
@@ -267,6 +268,10 @@ class NodeConfig:
     raft_bind: Address | None = None     # default: the host/port of our own NodeSpec.raft_addr
     history_path: str | None = None
     admin_addr: Address | None = None
+    # Where Raft's term, vote and log survive a restart (messages stay in memory). Without it a
+    # restarted member forgets its vote and its log, and can help elect a master that lacks a
+    # committed view; with it, a restarted member also knows that it lost its messages.
+    state_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.self_name not in self.cluster.names:
@@ -326,13 +331,14 @@ class NodeConfig:
             replication=Replication.from_dict(d.get("replication") or {}),
         )
         local = d.get("node") or {}
-        _check_keys(local, {"history", "admin", "raft-bind"}, "node")
+        _check_keys(local, {"history", "admin", "raft-bind", "state-dir"}, "node")
         return cls(
             self_name=str(d.get("self", "")),
             cluster=cluster,
             raft_bind=Address.parse(local["raft-bind"]) if local.get("raft-bind") else None,
             history_path=local.get("history"),
             admin_addr=Address.parse(local["admin"]) if local.get("admin") else None,
+            state_dir=local.get("state-dir"),
         )
 
     @classmethod
@@ -367,6 +373,8 @@ class NodeConfig:
             local["admin"] = str(self.admin_addr)
         if self.raft_bind:
             local["raft-bind"] = str(self.raft_bind)
+        if self.state_dir:
+            local["state-dir"] = self.state_dir
         if local:
             d["node"] = local
         return d

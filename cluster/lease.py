@@ -49,10 +49,12 @@ runtime only ever transfers from a master that has already made itself inactive 
 (step-down), so the claim is not needed there; pysyncobj's own admin 'transfer' command is not
 reachable, because our transport does not serve pysyncobj utility messages.
 
-What this does not cover: a node that forgets its vote by restarting (there is no on-disk Raft
-state). A restarted node drops vote requests for election_max after it starts, which closes the
-window in practice (the candidate that could exploit it must start the same term after the
-restart); durable term/vote would close it fully.
+Restarts: with ``[node] state-dir`` (cluster/runtime.py) Raft's term, vote and log are durable,
+so a restarted node neither votes twice in a term nor votes with an empty log. Without it a node
+forgets its vote by restarting; it then still drops vote requests for election_max after it
+starts, which narrows the window (the candidate that could exploit it must start the same term
+after the restart) but does not close it, and its empty log can elect a candidate lacking a
+committed view (sim/README.md, bug 1): every configuration we generate sets a state-dir.
 
 Defaults (Timing): h = 0.05, E = 0.2, G = 0.18, D = 0.15, rho = 0.001, so
 D(1+rho) = 0.15015 < G(1-rho) = 0.17982: a 30 ms margin.

@@ -71,14 +71,16 @@ class ReplicatedStorage:
         self.policy = AckPolicy(rep.policy)
         self.forward = rep.forward
         storage = Storage(clock=clock, limits=limits)
+        self.membership = MembershipNode(config, history=history, required_gates=(REPLICATION_GATE,),
+                                         may_stand=self._may_stand)
         self.stream = StreamNode(
             config.cluster, self.name, storage, policy=self.policy,
             limits=Limits(throttle_lag_batches=rep.throttle_lag_batches, throttle_lag_ms=rep.throttle_lag_ms),
             log_limit_bytes=rep.log_limit_mb * 1024 * 1024, tick=stream_tick,
             new_storage=lambda: Storage(clock=clock, limits=limits),
-            on_serving=self._on_serving, on_storage=self._on_storage, on_note=self._on_note)
-        self.membership = MembershipNode(config, history=history, required_gates=(REPLICATION_GATE,),
-                                         may_stand=self._may_stand)
+            on_serving=self._on_serving, on_storage=self._on_storage, on_note=self._on_note,
+            # its Raft journal says it was a member: what it acknowledged then is gone
+            amnesiac=self.membership.restarted)
         self._policies: dict[QueueKey, AckPolicy] = {}
         self._abandon_timer: asyncio.TimerHandle | None = None
         self._last_transfer_at: float | None = None

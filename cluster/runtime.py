@@ -11,6 +11,15 @@ its thread at the next tick.
 `active` is evaluated on demand from the core and the monotonic clock, so a lease that expires
 between two ticks is already reported as expired.
 
+Durable Raft state. With ``[node] state-dir`` set, pysyncobj keeps its journal (term, vote, log,
+commit index) and its log-compaction dumps there, so a restarted member neither votes twice in
+a term nor votes, with an empty log, for a candidate that lacks a committed view (Raft's safety
+needs both; the simulator found the second, sim/README.md bug 1). The files survive a process
+crash (they are memory-mapped, not fsynced per entry: a power loss is not covered). A journal
+found at start also tells the node that it was a member before and so lost its messages:
+``restarted`` is what the replication layer's amnesia flag starts from. Only our own files are
+read back; nothing from the network is unpickled unless it passed pysyncobj's authentication.
+
 Construct and start a MembershipNode from the thread that runs the event loop and lives as long
 as the node (pysyncobj stops ticking when the thread that created it exits).
 """
@@ -21,6 +30,7 @@ import asyncio
 import collections
 import functools
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -105,6 +115,13 @@ class MembershipNode:
         self._may_stand = may_stand
         self._on_raft_thread: collections.deque[Callable[[], None]] = collections.deque()
         self._stopped = False
+        self._journal = self._dump = None
+        if config.state_dir:
+            os.makedirs(config.state_dir, exist_ok=True)
+            self._journal = os.path.join(config.state_dir, "raft.journal")
+            self._dump = os.path.join(config.state_dir, "raft.dump")
+        # A journal already there: this node was a member before this process started.
+        self.restarted = self._journal is not None and os.path.exists(self._journal)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -125,9 +142,13 @@ class MembershipNode:
             dynamicMembershipChange=True,
             maxBindRetries=1,
             onStateChanged=self._on_state_changed,
-            journalFile=None,                          # no on-disk Raft state (see lease.py)
-            fullDumpFile=None,
+            journalFile=self._journal,                 # None without a state-dir (module docstring)
+            fullDumpFile=self._dump,
+            useFork=False,                             # never fork a process that runs threads and zmq
         )
+        if self._journal is None:
+            log.warning("%s: no [node] state-dir: Raft state is not durable, and a restarted member "
+                        "cannot tell that it lost its messages (see cluster/runtime.py)", self.name)
         me = NamedNode(self.name, str(self.config.spec.raft_addr))
         others = [NamedNode(p.name, str(p.raft_addr)) for p in self.config.peers()]
 
@@ -138,7 +159,7 @@ class MembershipNode:
             return self._transport
 
         self._record("started", self._clock(), raft=str(self.config.bind_addr),
-                     members=sorted(self.config.cluster.names))
+                     members=sorted(self.config.cluster.names), restarted=self.restarted)
         so = SyncObj(me, others, conf, consumers=[self._views], nodeClass=NamedNode,
                      transportClass=make_transport)
         assert self._transport is not None

@@ -29,6 +29,8 @@ The file (all keys optional)::
     self = "n1"                  # this node's name (default: node-name); becomes node-name
     secret = "..."               # or secret-file = "secret.txt" (relative to this file)
     history = "n1.history.jsonl" # optional JSON-lines history of views and activity
+    state-dir = "n1.state"       # durable Raft state (term, vote, log); strongly advised, see
+                                 # cluster/runtime.py: without it a restarted node can vote unsafely
     raft-bind = "0.0.0.0:20001"  # optional: where to listen for Raft, if not our own raft address
     admin-from = ["127.0.0.1", "::1"]  # who may call the mutating admin routes (CIDRs allowed)
 
@@ -203,7 +205,7 @@ class _Keys:
 
 
 _CLUSTER_KEYS = {"name", "self", "secret", "secret-file", "nodes", "links", "timing", "replication",
-                 "history", "raft-bind", "admin-from"}
+                 "history", "raft-bind", "admin-from", "state-dir"}
 
 
 def _cluster_section(doc: Any, node_name: str | None, where: str,
@@ -224,9 +226,10 @@ def _cluster_section(doc: Any, node_name: str | None, where: str,
     translated["self"] = self_name
     if "name" in doc:
         translated["cluster"] = doc["name"]
-    local = {k: doc[k] for k in ("history", "raft-bind") if k in doc}
-    if "history" in local and base_dir is not None and not Path(local["history"]).is_absolute():
-        local["history"] = str(base_dir / local["history"])
+    local = {k: doc[k] for k in ("history", "raft-bind", "state-dir") if k in doc}
+    for k in ("history", "state-dir"):
+        if k in local and base_dir is not None and not Path(local[k]).is_absolute():
+            local[k] = str(base_dir / local[k])
     if local:
         translated["node"] = local
     try:

@@ -134,7 +134,7 @@ def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool) ->
     """The `serve --config` file of node ``me``; relative paths resolve against its directory."""
     out = [f"host = {_s(HOST)}", f"port = {me.http}", "",
            "[cluster]", 'name = "local"', f"self = {_s(me.name)}", 'secret-file = "secret"',
-           f"history = {_s(me.name + '.history.jsonl')}", ""]
+           f"history = {_s(me.name + '.history.jsonl')}", f"state-dir = {_s(me.name + '.state')}", ""]
     for n in plan:
         out += ["[[cluster.nodes]]", f"name = {_s(n.name)}", f"raft = {_s(f'{HOST}:{n.raft}')}",
                 f"stream = {_s(f'{HOST}:{n.stream}')}", f"http = {_s(f'{HOST}:{n.http}')}", ""]

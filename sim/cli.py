@@ -48,8 +48,9 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
                    help="simulated seconds of workload and faults per seed (default 60); the drain comes after")
     p.add_argument("--bug", action="append", choices=sorted(PLANTABLE_BUGS), default=[],
                    help="plant a known bug (repeatable): the run should then fail")
-    p.add_argument("--crash-policy", choices=CRASH_POLICIES, default="safe",
-                   help="when crashes may happen (default safe; 'any' exposes the known restart bug)")
+    p.add_argument("--crash-policy", choices=CRASH_POLICIES, default="any",
+                   help="when crashes may happen: 'any' crash the cluster must tolerate (default), or only "
+                        "'safe' ones that cannot take away a copy a majority needs")
     p.add_argument("--strict", action="store_true",
                    help="also fail on in-window duplicates and lost deletes (checker strict mode)")
 
@@ -128,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
               + ("" if args.nodes == 3 else f" --nodes {args.nodes or 'random'}")
               + ("" if args.policy == "majority" else f" --policy {args.policy}")
               + ("" if args.duration == 60.0 else f" --duration {args.duration:g}")
-              + ("" if args.crash_policy == "safe" else f" --crash-policy {args.crash_policy}"))
+              + ("" if args.crash_policy == "any" else f" --crash-policy {args.crash_policy}"))
     print(f"results: {Path(args.out) / 'runs'} (Parquet), {Path(args.out) / 'summary.json'}")
     return 1 if failing else 0
 

@@ -22,7 +22,9 @@ carries out the cores' actions the way those do.
   disconnection followed by a connection.
 
 A paused node (SIGSTOP) defers everything that reaches it, timers included, and handles it all in
-order when it resumes. A crashed node is simply replaced by a new SimNode on restart.
+order when it resumes. A crashed node is replaced by a new SimNode on restart: its storage and
+replication log are empty, its Raft state comes back from the "disk" (sim/raft.py ``Durable``, the
+product's state-dir), and its replication core starts amnesiac (core.py).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from cluster.replication.messages import AckPolicy, Complete, Rejected, Send, Th
 from cluster.replication.wire import Heartbeat
 
 from sim.net import RAFT, STREAM
-from sim.raft import RaftNode
+from sim.raft import Durable, RaftNode
 
 if TYPE_CHECKING:
     from sim.world import Request, World
@@ -74,7 +76,7 @@ class _Peer:
 class SimNode:
     def __init__(self, world: "World", name: str, names: list[str], incarnation: int, *,
                  policy: AckPolicy, timing: Timing, log_limit_bytes: int, chunk_records: int,
-                 bugs: frozenset[str], rng: random.Random):
+                 bugs: frozenset[str], rng: random.Random, disk: Durable | None = None):
         self.world = world
         self.name = name
         self.incarnation = incarnation
@@ -91,11 +93,11 @@ class SimNode:
         self.core = ReplicationCore(
             name, new_storage(), new_storage, log=ReplicationLog(log_limit_bytes), policy=policy,
             limits=Limits(), configured=len(names), transfer=TransferSettings(chunk_records=chunk_records),
-            bugs=bugs)
+            bugs=bugs, amnesiac=disk is not None)
         self.membership = MembershipCore(name, timing, frozenset({REPLICATION_GATE}), configured=frozenset(names))
         self.view: View | None = None     # the Raft-applied view record (cluster/runtime._ViewLog)
         self.raft = RaftNode(name, names, timing, rng, now / 1e6, send=self._raft_send, changed=self._raft_changed,
-                             lease_ack=self._lease_ack, apply=self._view_applied)
+                             lease_ack=self._lease_ack, apply=self._view_applied, restore=disk)
         self.peers = {n: _Peer(n) for n in names if n != name}
         self.stream_incarnation = rng.getrandbits(62)
         self.pending: dict[int, tuple["Request", Any]] = {}
@@ -111,6 +113,7 @@ class SimNode:
         w = self.world
         w.record(NodeEvent(w.now_s, self.name, "started", {"raft": f"sim:{self.name}",
                                                            "members": sorted(self.raft.configured)}))
+        self.raft.replay()
         # Ticks start at a random phase, as independent processes would.
         w.at(w.now + self.rng.randrange(RAFT_TICK_US), self._node_event, self._raft_tick, ())
         w.at(w.now + self.rng.randrange(STREAM_TICK_US), self._node_event, self._stream_tick, ())

@@ -17,7 +17,11 @@ membership layer builds on:
   leader's send stamp and every accepted one is answered with a lease ack (cluster/lease.py);
   the vote guard drops RequestVote for ``vote_guard`` after leader contact and for
   ``election_max`` after start (cluster.lease.VoteGuard, the same class);
-* no durable state: a restarted node starts at term 0 with an empty log (``journalFile=None``).
+* durable Raft state, as the product keeps it in ``[node] state-dir`` (pysyncobj's journal):
+  a restarted node comes back with its term, its vote, its log and its commit index, and
+  re-applies the committed entries (``RaftNode.durable`` / ``restore``). Without it a restarted
+  node voted with an empty log for a candidate that lacked a committed view (sim/README.md,
+  bug 1).
 
 It feeds MembershipCore the events the live runtime feeds it: a ``RaftSample`` on every tick and
 every role/term change, a ``LeaseAck`` per accepted heartbeat answer, a ``ViewCommitted`` per
@@ -35,6 +39,16 @@ from typing import Any, Callable
 from cluster.config import Timing
 from cluster.lease import VoteGuard, majority
 from cluster.membership import CANDIDATE, FOLLOWER, LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class Durable:
+    """What pysyncobj's journal keeps across a restart (written before any message leaves)."""
+
+    term: int
+    voted_for: str | None
+    log: tuple[tuple[int, Any], ...]
+    commit: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +88,8 @@ class RaftNode:
 
     def __init__(self, name: str, names: list[str], timing: Timing, rng: random.Random, now: float, *,
                  send: Callable[[str, Any], None], changed: Callable[[], None],
-                 lease_ack: Callable[[str, int, float], None], apply: Callable[[Any], None]):
+                 lease_ack: Callable[[str, int, float], None], apply: Callable[[Any], None],
+                 restore: Durable | None = None):
         self.name = name
         self.peers = [n for n in names if n != name]
         self.configured = frozenset(names)
@@ -99,6 +114,16 @@ class RaftNode:
         self.last_heartbeat = 0.0
         self.guard = VoteGuard(timing.vote_guard, started_at=now, startup_quiet=timing.election_max)
         self.deadline = now + self._timeout()
+        if restore is not None:
+            self.term, self.voted_for, self.commit = restore.term, restore.voted_for, restore.commit
+            self.log = list(restore.log)
+
+    def durable(self) -> Durable:
+        return Durable(self.term, self.voted_for, tuple(self.log), self.commit)
+
+    def replay(self) -> None:
+        """At start: apply what the journal says was committed (pysyncobj does on its first tick)."""
+        self._apply_committed()
 
     def _timeout(self) -> float:
         return self.rng.uniform(self.t.election_min, self.t.election_max)

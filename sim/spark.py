@@ -117,7 +117,7 @@ def run_one(seed: int, params: dict[str, Any]) -> tuple:
     c0 = time.process_time()
     sc = generate(seed, nodes=params.get("nodes", 3), policy=params.get("policy", "majority"),
                   duration=params.get("duration", 60.0), bugs=tuple(params.get("bugs", ())),
-                  crash_policy=params.get("crash_policy", "safe"))
+                  crash_policy=params.get("crash_policy", "any"))
     r = simulate(sc, strict=params.get("strict", False))
     v = r.verdict
     t = v.totals
@@ -170,7 +170,7 @@ class Progress:
 def run_seeds(spark: Any, seeds: Iterable[int], out: str | os.PathLike[str] | None = None, *,
               nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
               bugs: tuple[str, ...] = (), strict: bool = False, keep_histories: bool = False,
-              crash_policy: str = "safe",
+              crash_policy: str = "any",
               seeds_per_task: int = 1, progress: bool = True, stream: TextIO | None = None) -> dict[str, Any]:
     """Simulate every seed on Spark; write ``out/runs`` (Parquet) and ``out/summary.json`` when
     ``out`` is given. Returns the summary; ``summary["rows"]`` holds the rows when ``out`` is None."""

@@ -35,6 +35,7 @@ from cluster.replication.messages import AckPolicy
 from sim.clients import FIFO, NS, QUEUE_VISIBILITY_S, STD, TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.net import RAFT, STREAM, Network
 from sim.node import SimNode
+from sim.raft import Durable
 from sim.scenario import Fault, Scenario
 
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
@@ -97,6 +98,7 @@ class World:
         self.down: set[str] = set()
         self.paused: set[str] = set()
         self.recovering: dict[str, int] = {}    # restarted node -> log position it must reach
+        self.disks: dict[str, Durable] = {}      # a crashed node's durable Raft state
         self._drops: list[float] = []
         self._dups: list[float] = []
         self.drain_started_us: int | None = None
@@ -153,7 +155,8 @@ class World:
         node = SimNode(self, name, self.names, self.incarnations[name] * 1000 + self.names.index(name),
                        policy=self.policy, timing=self.timing, log_limit_bytes=self.sc.log_limit_bytes,
                        chunk_records=self.sc.chunk_records, bugs=self.bugs,
-                       rng=random.Random(f"node:{self.sc.seed}:{name}:{self.incarnations[name]}"))
+                       rng=random.Random(f"node:{self.sc.seed}:{name}:{self.incarnations[name]}"),
+                       disk=self.disks.get(name))
         self.nodes[name] = node
         self.down.discard(name)
         node.start()
@@ -286,10 +289,10 @@ class World:
         return self.rng_nemesis.choice(alive or self.names)
 
     def _may_crash(self, name: str) -> bool:
-        """Crashing loses a node's whole state. Under crash policy ``safe`` a node may crash only
-        when the others hold everything a majority holds, so that the crash cannot take away a
-        copy that any majority still needs; under ``any``, whenever fewer than (n-1)/2 nodes are
-        down or catching up (which exposes the restarted-empty-member bug, sim/README.md)."""
+        """Crashing loses a node's messages and replication log (its Raft state survives). Under
+        crash policy ``any`` a node may crash whenever fewer than (n-1)/2 nodes are down or
+        catching up; under ``safe`` only when the others hold everything a majority holds, so
+        that the crash cannot take away a copy that any majority still needs."""
         if name in self.down or name in self.paused:
             # A node killed while stopped never writes the `deactivated` line its lease expiry
             # implies, so the history would make it active for its whole pause.
@@ -430,6 +433,7 @@ class World:
 
     def _kill(self, name: str) -> None:
         node = self.nodes[name]
+        self.disks[name] = node.raft.durable()
         node.crash()
         self.down.add(name)
         self.paused.discard(name)

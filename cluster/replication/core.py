@@ -30,7 +30,7 @@ state never stalls the member that sends it.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
 from storage import Storage
@@ -93,7 +93,7 @@ class ReplicationCore:
                  log: ReplicationLog | None = None, policy: AckPolicy = AckPolicy.MAJORITY,
                  limits: Limits = Limits(), configured: int = 0,
                  transfer: TransferSettings = TransferSettings(), sync_retry_ms: int = 300,
-                 bugs: frozenset[str] = frozenset()):
+                 bugs: frozenset[str] = frozenset(), amnesiac: bool = False):
         unknown = set(bugs) - PLANTABLE_BUGS
         if unknown:
             raise ValueError(f"unknown planted bugs {sorted(unknown)}")
@@ -112,6 +112,10 @@ class ReplicationCore:
         self.epoch = 0
         self.members: tuple[str, ...] = ()
         self.serving = False
+        # True for a member restarted with empty memory (its durable Raft state says it was a
+        # member before) until a serving master has brought it up to date, or it finished its
+        # own sync as master: until then its position counts in no sync quorum (sync.py).
+        self.amnesiac = amnesiac
         self.master_core: MasterReplicator | None = None
         self.replica_core: ReplicaApplier | None = None
         self.sync: SyncCoordinator | None = None
@@ -155,9 +159,16 @@ class ReplicationCore:
         if self.serving:
             out.append(Serving(False, self.epoch))
         self.serving = False
+        # A node that (re)started empty may hear from the master, and start receiving its
+        # transfer, before membership tells it the view; when the view then names that very
+        # master and epoch, the half-restored staging is kept (dropping it restarted the
+        # transfer from scratch).
+        rec = self.receiver
+        keep = rec is not None and master != self.name and rec.master == master and rec.epoch == epoch
         self.master, self.epoch, self.members = master, epoch, members
         self.senders.clear()
-        self.receiver = None
+        if not keep:
+            self.receiver = None
         self.sync = None
         if master == self.name:
             self.role = MASTER
@@ -165,7 +176,8 @@ class ReplicationCore:
             self.master_core = MasterReplicator(self.name, epoch, members, self.log, policy=self.policy,
                                                 limits=self.limits, configured=self.configured)
             self.sync = SyncCoordinator(self.name, epoch, members, self.storage, self.log,
-                                        retry_ms=self.sync_retry_ms, configured=self.configured)
+                                        retry_ms=self.sync_retry_ms, configured=self.configured,
+                                        amnesiac=self.amnesiac)
             out.append(Note("sync-started", {"epoch": epoch, "members": list(members),
                                              "last_seq": self.log.last_seq, "last_epoch": self.log.last_epoch}))
             if "skip-sync" in self.bugs:
@@ -234,15 +246,32 @@ class ReplicationCore:
             self.role = REPLICA
             self.replica_core = self._new_applier()
         if self.replica_core is not None:
-            return self.replica_core.on_frame(sender, frame, now_ms)
+            if not self.amnesiac:
+                return self.replica_core.on_frame(sender, frame, now_ms)
+            before = self.log.last_seq
+            out = self.replica_core.on_frame(sender, frame, now_ms)
+            if t is Batch and self.log.last_seq > before:
+                # Only a serving master streams batches, from the start of its log or after a
+                # transfer: what this member holds now is a prefix of a synced master's history.
+                out += self._caught_up(f"applied {sender}'s stream")
+            elif t is SyncRequest:
+                out = [Send(a.to, replace(a.frame, amnesiac=True))
+                       if type(a) is Send and type(a.frame) is SyncStatus else a for a in out]
+            return out
         return [Rejected(sender, f"{t.__name__} before any view")]
+
+    def _caught_up(self, how: str) -> list[Any]:
+        if not self.amnesiac:
+            return []
+        self.amnesiac = False
+        return [Note("caught-up", {"how": how, "epoch": self.epoch, "last_seq": self.log.last_seq})]
 
     # --- state for operators --------------------------------------------------------------------
 
     def status(self, now_ms: int) -> dict[str, Any]:
         d: dict[str, Any] = {
             "role": self.role, "master": self.master, "epoch": self.epoch, "members": list(self.members),
-            "serving": self.serving,
+            "serving": self.serving, "amnesiac": self.amnesiac,
             "log": {"first_seq": self.log.first_seq, "last_seq": self.log.last_seq,
                     "last_epoch": self.log.last_epoch, "entries": len(self.log), "bytes": self.log.size_bytes},
             "applied_seq": self.log.last_seq,
@@ -305,10 +334,11 @@ class ReplicationCore:
         self.sync = None
         self.receiver = None
         self.serving = True
+        out_caught_up = self._caught_up("synced as master")
         out: list[Any] = [Note("synced", {"epoch": self.epoch, "last_seq": synced.last_seq,
                                           "positions": dict(synced.positions),
                                           "divergent": list(synced.divergent)}),
-                          Serving(True, self.epoch)]
+                          Serving(True, self.epoch)] + out_caught_up
         out += self._master_actions(self.master_core.adopt_sync(synced, now_ms), now_ms)
         # Members that answered nothing yet are asked where they are once connected.
         known = {n for n, _ in synced.positions} | set(synced.divergent)
@@ -373,6 +403,7 @@ class ReplicationCore:
         if self.replica_core is not None:
             self.replica_core.storage = staging
             self.replica_core.restored(at_seq, at_epoch)
+            out += self._caught_up(f"transfer from {sender}")
         if self.sync is not None:
             self.log.reset(at_seq, at_epoch)
             self.sync.storage = staging

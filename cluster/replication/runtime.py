@@ -68,7 +68,7 @@ class StreamNode:
                  on_note: Callable[[str, dict], None] | None = None,
                  on_throttle: Callable[[bool], None] | None = None,
                  on_peer: Callable[[PeerEvent], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, amnesiac: bool = False) -> None:
         self.name = self_name
         self.tick_interval = tick
         self.on_serving = on_serving
@@ -82,7 +82,7 @@ class StreamNode:
                 return Storage(clock=storage.clock, limits=storage.limits)
         self.core = ReplicationCore(self_name, storage, new_storage, log=ReplicationLog(log_limit_bytes),
                                     policy=policy, limits=limits, configured=len(config.names),
-                                    transfer=transfer)
+                                    transfer=transfer, amnesiac=amnesiac)
         self.transport = StreamTransport(config, self_name, on_frame=self._on_frame, on_peer=self._on_peer_event,
                                          timing=transport_timing, bind=bind, clock=clock)
         self.throttling = False

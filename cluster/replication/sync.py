@@ -16,6 +16,11 @@ Sans-I/O, run by the new master of ``epoch`` before it opens the membership laye
    checking first that its own last entry is on the truth's history (same written_epoch at the
    same seq). If it is not, or the holder no longer has the entries, it takes the holder's
    snapshot instead (``TransferFrom``).
+   A member that restarted with empty memory (``SyncStatus.amnesiac``) lost what it acknowledged,
+   so the intersection argument does not hold for it: its answer is recorded but does not count
+   towards the majority, unless every configured member has answered (then nothing is missing
+   that any member could still supply). Once a serving master has brought it up to date it holds
+   a prefix of a synced master's history and counts again (core.py clears the flag).
 4. ``Synced`` lists the members whose logs are a prefix of the master's (streaming continues
    from their position) and the divergent ones (a deposed master's unacknowledged tail): those
    are reset by state transfer.
@@ -65,12 +70,15 @@ class SyncCoordinator:
     COLLECTING, FETCHING, TRANSFERRING, DONE = "collecting", "fetching", "transferring", "done"
 
     def __init__(self, self_name: str, epoch: int, members: tuple[str, ...], storage: Storage,
-                 log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300, configured: int = 0):
+                 log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300, configured: int = 0,
+                 amnesiac: bool = False):
         self.self_name = self_name
         self.epoch = epoch
         self.members = tuple(sorted(members))
         # A majority of the configured cluster, not of the view: see AckPolicy.required.
         self.quorum = majority(max(len(self.members), configured))
+        self.everyone = max(len(self.members), configured)
+        self.amnesiac: set[str] = {self_name} if amnesiac else set()
         self.storage = storage
         self.log = log
         self.fetch_limit = fetch_limit
@@ -104,6 +112,10 @@ class SyncCoordinator:
             if sender not in self.members:
                 return [Rejected(sender, "not a member of the view")]
             self.positions[sender] = Position(frame.last_seq, frame.last_epoch, frame.first_seq)
+            if frame.amnesiac:
+                self.amnesiac.add(sender)
+            else:
+                self.amnesiac.discard(sender)
             return self._maybe_decide(now_ms)
         if self.state == self.FETCHING and sender == self.truth:
             if isinstance(frame, FetchMiss):
@@ -127,7 +139,7 @@ class SyncCoordinator:
     # --- internals ------------------------------------------------------------------------------
 
     def _maybe_decide(self, now_ms: int) -> list[Action]:
-        if self.state != self.COLLECTING or len(self.positions) < self.quorum:
+        if self.state != self.COLLECTING or not self.has_quorum():
             return []
         own = self.positions[self.self_name]
         self.truth = max(self.positions, key=lambda n: (self.positions[n].key, n == self.self_name))
@@ -143,6 +155,10 @@ class SyncCoordinator:
         # Fetch from our own last entry (inclusive) so that the first answer proves we share it.
         self._progress_ms = now_ms
         return self._fetch(max(own.last_seq, 1))
+
+    def has_quorum(self) -> bool:
+        counted = sum(1 for n in self.positions if n not in self.amnesiac)
+        return counted >= self.quorum or len(self.positions) >= self.everyone
 
     def _fetched(self, sender: str, frame: Batch, now_ms: int) -> list[Action]:
         log = self.log

@@ -357,7 +357,8 @@ class Cluster:
         cluster = ClusterConfig(cluster.name, self.secrets.get(name, cluster.secret),
                                 tuple(s for s in cluster.nodes if s.name in members),
                                 {k: v for k, v in cluster.links.items() if set(k) <= members}, cluster.timing)
-        return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"))
+        return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"),
+                          state_dir=str(self.tmp / f"{name}.state"))
 
     def start(self, name: str, timeout: float = 15.0) -> None:
         self._ready(name, self._spawn(name), timeout)

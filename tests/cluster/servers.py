@@ -33,7 +33,7 @@ def server_toml(cluster: Cluster, name: str) -> str:
     cfg = cluster.config_for(name)
     c = cfg.cluster
     out = ["host = \"127.0.0.1\"", "port = 0", f"limits = {_s(getattr(cluster, 'limits', 'strict'))}", "", "[cluster]", f"name = {_s(c.name)}", f"self = {_s(name)}",
-           f"secret = {_s(c.secret)}", f"history = {_s(cfg.history_path)}", ""]
+           f"secret = {_s(c.secret)}", f"history = {_s(cfg.history_path)}", f"state-dir = {_s(cfg.state_dir)}", ""]
     for n in c.nodes:
         out += ["[[cluster.nodes]]", f"name = {_s(n.name)}", f"raft = {_s(str(n.raft_addr))}"]
         if n.stream_addr is not None:

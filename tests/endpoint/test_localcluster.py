@@ -113,7 +113,8 @@ def test_three_nodes_start_serve_and_stop_on_ctrl_c(tmp_path):
             assert st["node"] == name and st["master"] == master, st
         assert _status(master_url)["active"] is True
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-            ["secret"] + [f"n{k}.{ext}" for k in (1, 2, 3) for ext in ("toml", "log", "history.jsonl")])
+            ["secret"] + [f"n{k}.{ext}" for k in (1, 2, 3) for ext in ("toml", "log", "history.jsonl", "state")])
+        assert (tmp_path / "n1.state" / "raft.journal").is_file(), "Raft state is durable (cluster/runtime.py)"
         assert (tmp_path / "secret").stat().st_mode & 0o077 == 0
 
         sqs = boto3.session.Session().client(

@@ -42,12 +42,12 @@ class Net:
         for n in names:
             self.add(n)
 
-    def add(self, name: str) -> ReplicationCore:
+    def add(self, name: str, amnesiac: bool = False) -> ReplicationCore:
         self._ids += 1
         seed = self._ids
         core = ReplicationCore(name, Storage(self.clock, IdSource(seed)),
                                lambda: Storage(self.clock, IdSource(seed + 100)),
-                               log=ReplicationLog(self.log_limit), configured=3,
+                               log=ReplicationLog(self.log_limit), configured=3, amnesiac=amnesiac,
                                limits=Limits(resend_after_ms=200),
                                transfer=TransferSettings(chunk_records=self.chunk_records, window=4,
                                                          resend_after_ms=200))
@@ -212,3 +212,83 @@ def test_planted_bugs_are_named_and_checked():
 
 def _messages(storage: Storage):
     return [rec.message for rec in storage.iter_snapshot() if type(rec).__name__ == "MessageRestored"]
+
+
+def test_a_restarted_replica_keeps_its_transfer_when_the_view_arrives_late():
+    # A node restarted empty hears from the master (which never saw it leave the view) before
+    # membership delivers the view; the transfer starts at once. When the view then arrives it
+    # names the very master and epoch the transfer comes from: dropping the half-restored
+    # staging there made every such transfer start over (chaos reset-transfer saw it).
+    net = Net(NAMES, log_limit=20_000, chunk_records=50)
+    net.view("n1", 1)
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    for i in range(2, 600):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}" + "x" * 100), i)
+        net.handle("n1", net.cores["n1"].flush(net.now()))
+        net.run()
+    assert net.cores["n1"].log.first_seq > 1
+    fresh = net.add("n3")
+    net.handle("n1", net.cores["n1"].on_peer("n3", False, net.now()))
+    net.handle("n1", net.cores["n1"].on_peer("n3", True, net.now()))
+    net.handle("n3", fresh.on_peer("n1", True, net.now()))
+    for _ in range(200):
+        net.run(1)
+        if fresh.receiver is not None and fresh.receiver.expected >= 2:
+            break
+    assert fresh.receiver is not None and fresh.receiver.expected >= 2, "the transfer is under way"
+    transfer_id = fresh.receiver.transfer_id
+    net.handle("n3", fresh.install_view("n1", 1, NAMES, net.now()))
+    assert fresh.receiver is not None and fresh.receiver.transfer_id == transfer_id
+    net.settle(20)
+    last = fresh.last_transfer
+    assert last is not None and last["direction"] == "received"
+    assert net.cores["n1"].last_transfer["records"] == last["records"]
+    assert (("n1", 1, transfer_id) in fresh._finished_transfers), "the first pass finished, none other began"
+    assert len(net.digests()) == 1
+
+
+def test_a_member_restarted_empty_does_not_count_in_the_sync_quorum():
+    # Bug 1 of the simulator (sim/README.md): "kept" is acknowledged by the majority {n1, n2}
+    # while n3 is cut off. n1 then restarts empty and n2 goes away: n3 and the empty n1 are a
+    # majority of members, but neither holds "kept". n3 must not serve before n2 answers.
+    net = Net(NAMES)
+    net.view("n1", 1)
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    net.settle(3)
+    net.down = {"n3"}
+    net.execute("n1", SendMessage(NS.key("q"), "kept"), 2)
+    net.settle(3)
+    assert 2 in net.completed, "acknowledged by n1 and n2"
+    net.add("n1", amnesiac=True)            # restarted: its Raft journal says it was a member
+    net.down = {"n2"}
+    net.view("n3", 2, ("n1", "n3"))
+    net.settle(5)
+    n3 = net.cores["n3"]
+    assert not n3.serving, "an empty restarted member's position is no evidence of what was acknowledged"
+    assert net.cores["n1"].amnesiac
+    net.down = set()
+    net.view("n3", 2, NAMES)
+    net.settle(10)
+    assert n3.serving
+    assert "kept" in {m.body for m in _messages(n3.storage)}
+    assert not net.cores["n1"].amnesiac, "brought up to date by the serving master"
+    assert len(net.digests()) == 1
+
+
+def test_a_whole_cluster_restarted_empty_may_start_once_everyone_answers():
+    net = Net(())
+    for n in NAMES:
+        net.add(n, amnesiac=True)
+    net.down = {"n2"}
+    net.view("n1", 1, ("n1", "n3"))
+    net.settle(3)
+    assert not net.cores["n1"].serving, "n2 may still hold what the others lost"
+    net.down = set()
+    net.view("n1", 1, NAMES)
+    net.settle(3)
+    assert net.cores["n1"].serving and not net.cores["n1"].amnesiac
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    net.settle(3)
+    assert 1 in net.completed and not any(c.amnesiac for c in net.cores.values())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import MasterReplicator
 from cluster.replication.messages import Ack, AckPolicy, Complete
@@ -37,9 +35,35 @@ def test_an_operation_without_mutations_waits_for_what_came_before_it():
     assert _completed(master.submit(4, [], AckPolicy.NONE)) == {4}
 
 
-@pytest.mark.xfail(reason="known bug 1 (sim/README.md): a restarted, empty member still counts in Raft and "
-                          "sync majorities, so a committed view can be replaced by another with the same id",
-                   strict=False)
 def test_a_restarted_empty_member_does_not_split_the_views():
+    """Bug 1 (fixed): a member restarted with empty memory voted, with an empty Raft log, for a
+    candidate that lacked a committed view, and counted in the new master's sync quorum without
+    holding what it had acknowledged. Raft state is durable now (sim/raft.py Durable, the
+    product's state-dir) and an amnesiac member counts in no sync quorum until caught up."""
     r = simulate(generate(83, duration=20.0, crash_policy="any"))
     assert r.ok, r.failures
+
+
+def test_a_restarted_raft_member_keeps_its_term_vote_and_log():
+    import random
+
+    from cluster.config import Timing
+    from sim.raft import RaftNode, RequestVote, VoteReply
+
+    sent: list = []
+    timing = Timing()
+
+    def node(restore=None) -> RaftNode:
+        return RaftNode("a", ["a", "b", "c"], timing, random.Random(1), 0.0,
+                        send=lambda to, m: sent.append((to, m)), changed=lambda: None,
+                        lease_ack=lambda *a: None, apply=lambda r: None, restore=restore)
+
+    a = node()
+    a.term, a.voted_for, a.log, a.commit = 3, "b", [(1, "v1"), (3, "v2")], 2
+    again = node(a.durable())
+    assert (again.term, again.voted_for, again.log, again.commit) == (3, "b", [(1, "v1"), (3, "v2")], 2)
+    late = 10.0   # past the vote guard's start-up quiet time
+    again.on_message("c", RequestVote(3, 2, 3), late)
+    assert sent[-1] == ("c", VoteReply(3, False)), "it voted for b in term 3 before the restart"
+    again.on_message("c", RequestVote(4, 1, 1), late)
+    assert sent[-1] == ("c", VoteReply(4, False)), "c lacks the committed entry the journal kept"
