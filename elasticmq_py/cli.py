@@ -336,7 +336,9 @@ def _format_replication(r: dict[str, Any], now: float | None = None) -> list[str
         ("role", r.get("role")), ("serving", r.get("serving")), ("epoch", r.get("epoch")),
         ("master", r.get("master") or "-"))]
     for more in (
-        _fields(("halted", r.get("halted")), ("throttling", r.get("throttling")),
+        _fields(("amnesiac", "yes (restarted empty; counts in no sync quorum until caught up)"
+                 if r.get("amnesiac") else None),
+                ("halted", r.get("halted")), ("throttling", r.get("throttling")),
                 ("delay", None if r.get("delay_ms") is None else _ms(r["delay_ms"])),
                 ("queue", None if r.get("replication_queue") is None else f"{r['replication_queue']} ops"),
                 ("rejected frames", r.get("rejected_frames"))),

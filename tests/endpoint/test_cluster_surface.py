@@ -196,6 +196,9 @@ def test_status_table_on_a_replica_and_with_fields_missing():
     assert "role replica" in out and "applied seq 77" in out and "size 900 B" in out
     assert not any(ln.startswith("replica ") for ln in out.splitlines()), "no per-replica table on a replica"
     assert "last transfer  received from n1" in out and "None" not in out
+    assert "amnesiac" not in out
+    st["replication"] = dict(st["replication"], amnesiac=True)
+    assert "amnesiac yes (restarted empty" in cli.format_status(st, now=1_700_000_001.0)
     bare = cli.format_status({"node": "n2", "replication": {"enabled": True}})
     section = bare[bare.index("replication enabled"):]
     assert section.splitlines() == ["replication enabled   master -", "", "last transfer  none"]
