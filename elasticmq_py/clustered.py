@@ -62,6 +62,7 @@ class ClusterBackend:
         self._tick_task: asyncio.Task | None = None
         self._was_serving = False
         self._last_progress: dict | None = None
+        self._history_flush = False   # a flush of the buffered op lines is scheduled
 
     # -- the Backend interface ---------------------------------------------------------------
 
@@ -85,13 +86,22 @@ class ClusterBackend:
                 fields["error"] = err.code
             else:
                 outcome, fields["error"] = "failed", type(err).__name__
-            if self._history is not None:
-                self._history.write("op", started, outcome=outcome, completed=round(time.time(), 6), **fields)
+            h = self._history
+            if h is not None:
+                h.write("op", started, flush=False, outcome=outcome, completed=round(time.time(), 6), **fields)
+                if not self._history_flush:
+                    self._history_flush = True
+                    asyncio.get_running_loop().call_soon(self._flush_history)
 
         if fut.done():
             done(fut)
         else:
             fut.add_done_callback(done)
+
+    def _flush_history(self) -> None:
+        self._history_flush = False
+        if self._history is not None:
+            self._history.flush()
 
     def _execute(self, command: Command) -> asyncio.Future:
         r = self.replicated

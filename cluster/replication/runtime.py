@@ -35,7 +35,7 @@ from cluster.replication.core import (
     Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
 )
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Complete, Rejected, Send, Throttle
+from cluster.replication.messages import Ack, AckPolicy, Complete, Rejected, Send, Throttle
 from cluster.replication.transport import PeerEvent, StreamTransport, TransportTiming, _RateLimitedLog
 
 log = logging.getLogger("cluster.replication.runtime")
@@ -92,6 +92,9 @@ class StreamNode:
         self._pending: dict[int, asyncio.Future] = {}
         self._op_ids = itertools.count(1)
         self._flush_handle: asyncio.Handle | None = None
+        # Acks are cumulative: those produced while the transport drains a burst of batches go
+        # out once, the newest per master, right after the drain (one send instead of one per batch).
+        self._acks: dict[str, Ack] = {}
         self._tick_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rlog = _RateLimitedLog(10.0)
@@ -234,7 +237,12 @@ class StreamNode:
         for a in actions:
             t = type(a)
             if t is Send:
-                self.transport.send(a.to, a.frame)
+                if type(a.frame) is Ack and self._loop is not None:
+                    if not self._acks:
+                        self._loop.call_soon(self._send_acks)
+                    self._acks[a.to] = a.frame
+                else:
+                    self.transport.send(a.to, a.frame)
             elif t is Complete:
                 for op in a.op_ids:
                     fut = self._pending.pop(op, None)
@@ -264,6 +272,11 @@ class StreamNode:
                     self.on_note(a.event, a.fields)
             else:
                 log.debug("stream: unhandled action %r", a)
+
+    def _send_acks(self) -> None:
+        acks, self._acks = self._acks, {}
+        for to, ack in acks.items():
+            self.transport.send(to, ack)
 
     def _set_throttle(self, on: bool) -> None:
         if on != self.throttling:

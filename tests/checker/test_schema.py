@@ -97,3 +97,17 @@ def test_invocation_line_is_superseded_by_the_final_line():
     other = ClientOp(2.0, "n1", "c1", "c1-2", "send", "q", "unknown", None, token="u")
     assert History.of([start, final, other]).ops == (final, other)
     assert History.of([final, start, other]).ops == (final, other)   # files read in any order
+
+
+def test_history_lines_are_on_disk_at_once_unless_the_writer_batches_them(tmp_path):
+    path = tmp_path / "n1.history.jsonl"
+    node = HistoryWriter(str(path), "n1")
+    node.write("activated", 0.2, reason="elected", term=1, view_id=1, epoch=1)
+    assert path.read_text().count("\n") == 1, "flushed at once: a SIGKILL right after keeps it"
+    node.write("op", 0.3, flush=False, outcome="ok", action="SendMessage", queue="q")
+    node.write("op", 0.4, flush=False, outcome="ok", action="SendMessage", queue="q")
+    assert path.read_text().count("\n") == 1, "batched op lines wait for the flush"
+    node.flush()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["event"] for x in lines] == ["activated", "op", "op"] and lines[2]["ts"] == 0.4
+    node.close()
