@@ -120,8 +120,17 @@ class ReplicatedStorage:
         """The active master, synchronised: client operations are accepted."""
         return self.stream.serving and self.membership.active
 
-    def execute(self, command: Command, policy: AckPolicy | None = None) -> "asyncio.Future[Any]":
-        """A future of the command's result; raises NotServing / Throttled / SqsError at once."""
+    def execute(self, command: Command, policy: AckPolicy | None = None, *,
+                map_error: Callable[[OutcomeUnknown], BaseException] | None = None,
+                on_ok: Callable[[], None] | None = None) -> "asyncio.Future[Any]":
+        """A future of the command's result; raises NotServing / Throttled / SqsError at once.
+        It fails with OutcomeUnknown (or what ``map_error`` makes of it) when the policy cannot
+        be met; ``on_ok`` runs just before it succeeds.
+
+        Every operation goes through the stream, those without mutations too: a FIFO send that
+        deduplication turns into a no-op answers with a message only this master may hold yet,
+        and must wait for what came before it (sim/README.md bug 2; such an operation completes
+        at once when nothing is outstanding)."""
         if not self.serving:
             raise NotServing(self.unavailable_reason())
         if self.stream.throttling and isinstance(command, _PRODUCERS):
@@ -130,15 +139,21 @@ class ReplicatedStorage:
             policy = self._policy_for(command)
         result, mutations = self.storage.execute(command)   # SqsError: nothing happened
         fut = asyncio.get_running_loop().create_future()
-        if not mutations:
-            fut.set_result(result)
-            return fut
-        self._executed(command)
-        waiting = self.stream.submit(self.stream.next_op_id(), mutations, policy)
-        if waiting.done() and waiting.exception() is None:
-            fut.set_result(result)
-        else:
-            waiting.add_done_callback(lambda w: _settle(fut, w, result))
+        if mutations:
+            self._executed(command)
+
+        def done(err: BaseException | None) -> None:
+            if fut.done():
+                return
+            if err is None:
+                if on_ok is not None:
+                    on_ok()
+                fut.set_result(result)
+                return
+            unknown = err if isinstance(err, OutcomeUnknown) else OutcomeUnknown(str(err))
+            fut.set_exception(map_error(unknown) if map_error is not None else unknown)
+
+        self.stream.submit_then(self.stream.next_op_id(), mutations, policy, done)
         return fut
 
     def unavailable_reason(self) -> str:
@@ -261,13 +276,3 @@ class ReplicatedStorage:
         if self.history is not None:
             # started_ms is the monotonic clock's: meaningless to a reader of another process
             self.history.write(event.replace("-", "_"), now, **{k: v for k, v in fields.items() if k != "started_ms"})
-
-
-def _settle(fut: asyncio.Future, waiting: asyncio.Future, result: Any) -> None:
-    if fut.done():
-        return
-    err = waiting.exception()
-    if err is None:
-        fut.set_result(result)
-    else:
-        fut.set_exception(err if isinstance(err, OutcomeUnknown) else OutcomeUnknown(str(err)))

@@ -108,33 +108,19 @@ class ClusterBackend:
         try:
             if r is None:
                 raise NotServing(f"Node {self.name} is not running.")
-            fut = r.execute(command)
+            fut = r.execute(command, map_error=self._unknown_outcome, on_ok=self._wake)
         except NotServing as e:
             return self._failed(SERVICE_UNAVAILABLE(f"{e} The request was not executed; retry."))
         except Throttled as e:
             return self._failed(REQUEST_THROTTLED(f"Request is throttled: {e}."))
         except SqsError as e:
             return self._failed(e)
-        mutations_done = fut.done()
-        if mutations_done and fut.exception() is None:
-            self._wake()
-            return fut
-        out = self._loop.create_future()
-        fut.add_done_callback(lambda f: self._settled(f, out))
-        return out
+        return fut
 
-    def _settled(self, fut: asyncio.Future, out: asyncio.Future) -> None:
-        if out.done():
-            return
-        err = fut.exception()
-        if err is None:
-            self._wake()
-            out.set_result(fut.result())
-        elif isinstance(err, OutcomeUnknown):
-            out.set_exception(UnknownOutcome(SERVICE_UNAVAILABLE,
-                f"The outcome of the request is unknown: {err}. It may or may not have taken effect; retry."))
-        else:
-            out.set_exception(err)
+    @staticmethod
+    def _unknown_outcome(err: OutcomeUnknown) -> UnknownOutcome:
+        return UnknownOutcome(SERVICE_UNAVAILABLE,
+            f"The outcome of the request is unknown: {err}. It may or may not have taken effect; retry.")
 
     def _failed(self, err: Exception) -> asyncio.Future:
         fut = (self._loop or asyncio.get_running_loop()).create_future()

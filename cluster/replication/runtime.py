@@ -21,6 +21,7 @@ unknown to this node and the client must be told so (a retryable error), never a
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -89,7 +90,8 @@ class StreamNode:
         self.rejected = 0
         # Frame types the core does not handle (the product's request forwarding): type -> handler.
         self.handlers: dict[type, Callable[[str, Any], None]] = {}
-        self._pending: dict[int, asyncio.Future] = {}
+        # op id -> what to call when its policy is met (None) or it never will be (the error)
+        self._pending: dict[int, Callable[[BaseException | None], None]] = {}
         self._op_ids = itertools.count(1)
         self._flush_handle: asyncio.Handle | None = None
         # Acks are cumulative: those produced while the transport drains a burst of batches go
@@ -168,17 +170,25 @@ class StreamNode:
     def submit(self, op_id: int, mutations: Sequence, policy: AckPolicy | None = None) -> asyncio.Future:
         """Replicate ``mutations`` (already applied here); the Future resolves (to None) when
         ``policy`` (default: the node's) is met, or fails with OutcomeUnknown (MasterChanged)."""
+        fut = asyncio.get_running_loop().create_future()
+        self.submit_then(op_id, mutations, policy, functools.partial(_resolve, fut))
+        return fut
+
+    def submit_then(self, op_id: int, mutations: Sequence, policy: AckPolicy | None,
+                    done: Callable[[BaseException | None], None]) -> None:
+        """``submit`` with a callback instead of a Future: ``done(None)`` once ``policy`` is met,
+        ``done(error)`` if it never will be; called at most once, possibly before this returns.
+        (A busy master completes thousands of operations a second; a Future per operation, and
+        the loop callback each of its done-callbacks costs, showed up in its profile.)"""
         if not self.core.serving:
             raise NotServing(f"{self.name} is not the serving master (role {self.role}, master {self.master})")
         if op_id in self._pending:
             raise ValueError(f"operation {op_id} is already waiting")
-        fut = asyncio.get_running_loop().create_future()
-        self._pending[op_id] = fut
+        self._pending[op_id] = done
         self._handle(self.core.submit(op_id, mutations, policy))
         if self._flush_handle is None and mutations:
             # policy none completes at once, but its mutations still have to be streamed
             self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
-        return fut
 
     def abandon(self, reason: str) -> None:
         """Fail every waiting operation as of unknown outcome (the node lost its quorum, say)."""
@@ -244,10 +254,11 @@ class StreamNode:
                 else:
                     self.transport.send(a.to, a.frame)
             elif t is Complete:
+                pending = self._pending
                 for op in a.op_ids:
-                    fut = self._pending.pop(op, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(None)
+                    done = pending.pop(op, None)
+                    if done is not None:
+                        done(None)
             elif t is Rejected:
                 self.rejected += 1
                 self._rlog.warn(f"rejected-{a.sender}", self._clock(), "stream: %s refused a frame from %s: %s",
@@ -287,8 +298,16 @@ class StreamNode:
 
     def _fail_pending(self, err: Exception) -> None:
         pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(err)
-                # the caller may have given up waiting: do not warn about an unretrieved error
-                fut.add_done_callback(lambda f: f.exception())
+        for done in pending.values():
+            done(err)
+
+
+def _resolve(fut: asyncio.Future, err: BaseException | None) -> None:
+    if fut.done():
+        return
+    if err is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(err)
+        # the caller may have given up waiting: do not warn about an unretrieved error
+        fut.add_done_callback(lambda f: f.exception())
