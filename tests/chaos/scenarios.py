@@ -2,7 +2,8 @@
 
 Every run is the same story: a cluster of real ``elasticmq-py serve`` processes, every directed
 link (Raft and mutation stream) through a Toxiproxy proxy; boto3 clients recording every attempt
-(tests/cluster/workload.py); the scenario's faults, bounded in time; then the faults stop, the
+(tests/cluster/workload.py: sends to a standard and a FIFO queue, receives, deletes and, for one
+received message in ten, ChangeMessageVisibility to 0, 1 or 3 s); the scenario's faults, bounded in time; then the faults stop, the
 network heals, paused nodes resume and killed ones restart, the queues are drained through the
 master, every member's digest is recorded, and ``cluster.checker`` decides.
 

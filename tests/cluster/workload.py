@@ -61,6 +61,9 @@ class Recorder:
     queues: tuple[str, ...]
     seed: int = 0
     receive_ratio: float = 0.4
+    # Of the messages received, this share gets ChangeMessageVisibility (0, 1 or 3 s: handed back
+    # at once or soon) instead of a delete; the checker accounts for the new window.
+    change_ratio: float = 0.1
     groups: int = 3
     # Seconds to wait for an answer before recording `unknown`; None: 30 s, past any long poll
     # and the forwarding timeout. A shorter one keeps a lost answer from stalling a short run.
@@ -160,6 +163,21 @@ class Recorder:
                      message_id=m.message_id, token=m.token, phase=phase)
         return outcome
 
+    def change_visibility(self, queue: str, m: ReceivedMessage, node: str, url: str, timeout: int,
+                          phase: str | None = None) -> str:
+        t0 = time.time()
+        try:
+            self._client(url).change_message_visibility(QueueUrl=queue_url(url, queue), ReceiptHandle=m.receipt,
+                                                        VisibilityTimeout=timeout)
+            outcome, err = "ok", None
+        except (ClientError, BotoCoreError, OSError) as e:
+            outcome, err = classify(e)
+        self._record(ts=t0, node=node, client=self.name, op_id=f"{self.name}-{next(self._ops)}",
+                     op="change_visibility", queue=queue, outcome=outcome, completed=time.time(), error=err,
+                     receipt=m.receipt, message_id=m.message_id, token=m.token,
+                     visibility_timeout=float(timeout), phase=phase)
+        return outcome
+
     # -- the workload loop --------------------------------------------------------------------------
 
     def step(self) -> None:
@@ -172,7 +190,10 @@ class Recorder:
         phase = self.phase
         if self._rng.random() < self.receive_ratio:
             for m in self.receive(queue, node, url, phase=phase):
-                self.delete(queue, m, node, url, phase=phase)
+                if self._rng.random() < self.change_ratio:
+                    self.change_visibility(queue, m, node, url, self._rng.choice((0, 1, 3)), phase=phase)
+                else:
+                    self.delete(queue, m, node, url, phase=phase)
             return
         token = f"{self.name}-t{next(self._tokens)}"
         # a retry is the same message: same token, group and deduplication id
