@@ -700,9 +700,11 @@ class TransferPart:
         from tests.cluster.servers import ServerCluster
 
         c = ServerCluster(self.workdir, ALL, timing=Timing(**TRANSFER_TIMING_KW))
-        # A 1 MB replication log: the joiner is far behind its start, so only a transfer can
-        # bring it up (what the join test in tests/cluster/test_replication.py does).
-        c.replication_config = {"policy": "majority", "log-limit-mb": 1}
+        # A 16 MB replication log: the fill (~230 MB of mutations) trims it long before the join,
+        # so only a transfer can bring the empty joiner up. (It was 1 MB, as in the 100k join
+        # test: at this fill rate that is half a second of history, so any member that fell
+        # behind for longer under load needed a 1M-message transfer of its own too.)
+        c.replication_config = {"policy": "majority", "log-limit-mb": 16}
         self.partial: dict[str, Any] = {}
         try:
             return self._run(c)
