@@ -30,7 +30,7 @@ test: $(STAMP)
 	ELASTICMQ_PY_FROZEN=1 $(PY) -m pytest -n 2 -q
 
 # Many seeded chaos schedules (tests/chaos): random scenario, timings and victims, policies
-# majority and none, a summary table at the end. `make chaos RUNS=50 SEED=7` replays a schedule;
+# majority, none, one and all, a summary table at the end. `make chaos RUNS=50 SEED=7` replays a schedule;
 # the seed is printed at the start.
 .PHONY: chaos
 RUNS ?= 20

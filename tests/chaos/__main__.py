@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"comma-separated, from: {', '.join(SCENARIOS)}; or the combos {', '.join(COMBOS)} "
                         f"(default: every single scenario; 'short-suite' means make test's seven)")
-    p.add_argument("--policies", default="majority,none", help="ack policies to draw from (default majority,none)")
+    p.add_argument("--policies", default="majority,none,one,all",
+                   help="ack policies to draw from (default majority,none,one,all)")
     p.add_argument("--short", action="store_true", help="the short schedules of make test instead of long ones")
     p.add_argument("--only", type=int, action="append", help="run only these run indexes of the plan (replay)")
     p.add_argument("--out", default=None, help="folder for the runs (default: a new temporary folder)")
