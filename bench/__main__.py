@@ -27,12 +27,15 @@ def storage(quick: bool) -> dict:
     results = storage_bench.run(quick=quick)
     by = {(r.scenario, r.depth): r.rate for r in results}
     rows = [{"scenario": r.scenario, "queue_depth": r.depth, "ops": r.ops, "seconds": round(r.seconds, 4),
-             "per_second": round(r.rate)} for r in results]
+             "per_second": round(r.rate), "cpu_seconds": round(r.cpu_seconds, 4),
+             "cpu_per_second": round(r.cpu_rate)} for r in results]
+    cpu = {(r.scenario, r.depth): r.cpu_rate for r in results}
     depths = sorted({r.depth for r in results if r.scenario == "send"})
     ratios = {}
     if len(depths) == 2:
         for name in ("send", "send_batch", "receive_delete", "receive_delete_batch10"):
             ratios[f"{name}: empty / deep"] = round(by[(name, depths[0])] / by[(name, depths[1])], 2)
+            ratios[f"{name}: empty / deep, cpu"] = round(cpu[(name, depths[0])] / cpu[(name, depths[1])], 2)
     floor = by.get(("floor_dict_deque_put_get", 0))
     if floor:
         ratios["floor / send (empty)"] = round(floor / by[("send", 0)], 1)
@@ -42,7 +45,8 @@ def storage(quick: bool) -> dict:
         print(f"{r['scenario']:32} {r['queue_depth']:>9} {r['per_second']:>10,}")
     for k, val in ratios.items():
         print(f"  ratio {k}: {val}")
-    return {"benchmark": "storage", "machine": _machine(), "results": rows, "ratios": ratios}
+    return {"benchmark": "storage", "machine": {**_machine(), "loadavg": os.getloadavg()}, "results": rows,
+            "ratios": ratios}
 
 
 def endpoint(quick: bool) -> dict:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict, deque
 from functools import partial
+from itertools import islice
 from typing import Callable, Iterator, Mapping
 
 from storage.commands import QueueKey
@@ -342,18 +343,34 @@ class Queue:
                 ids.popleft()
             if not ids or messages[ids[0]].rec.serial != serial or messages[ids[0]].where != READY:
                 continue
-            # Walk the group's visible run in order. The consumer changes (receives) or removes
-            # each message we yield, which may pop the group's head: so index from a snapshot.
-            run = list(ids)
-            for mid in run:
+            # Walk the group's visible run in order. Not over a copy of the group: that cost
+            # O(group size) per receive, i.e. O(depth) for a queue with one group. The consumer
+            # changes (receives) or removes each message we yield; a removal may pop ids off
+            # the group's head (and nothing else happens to the deque during a receive), which
+            # ends the deque's iterator: then walk on from the same position, shifted back by
+            # what was popped.
+            i = 0  # the position of the next id ``walk`` gives
+            walk = iter(ids)
+            while True:
+                mid = next(walk, None)
+                if mid is None:
+                    break
                 msg = messages.get(mid)
-                if msg is None:
+                if msg is None:  # deleted out of order, still in the deque: skip
+                    i += 1
                     continue
                 if msg.where != READY:
                     break
+                before = len(ids)
                 yield msg
                 if gid not in self.groups:
                     break
+                popped = before - len(ids)
+                # A removal pops the removed head and any ids deleted out of order right behind
+                # it, possibly more than the walk had passed: then it goes on from the new head.
+                i = max(0, i + 1 - popped)
+                if popped:
+                    walk = islice(ids, i, None)
 
     def stats(self, now: int) -> tuple[int, int, int]:
         self.promote(now)

@@ -1366,6 +1366,56 @@ def test_fifo_groups_served_in_order_of_their_oldest_message(env):
     assert [m.body for m in env.receive(q)] == ["c1", "a1", "a2", "b1"]
 
 
+def test_fifo_receive_skips_a_message_deleted_out_of_order(env):
+    # m1 deleted while m0 is still there: its id stays in the group's order until the head
+    # passes it, and a receive walking the group must step over it.
+    q = env.create("q.fifo")
+    for i in range(5):
+        fifo_send(env, q, f"m{i}")
+    m0, m1, m2 = env.receive(q, n=3)
+    env.delete(q, m1.receipt_handle)
+    env.change(q, m0.receipt_handle, 0)
+    env.change(q, m2.receipt_handle, 0)
+    assert [m.body for m in env.receive(q, n=2)] == ["m0", "m2"]
+    env.advance(30_000)
+    assert [m.body for m in env.receive(q)] == ["m0", "m2", "m3", "m4"]
+
+
+def test_fifo_receive_walks_on_past_messages_removed_during_it(env):
+    # The head of the group expires (retention) and is deleted by the receive that finds it,
+    # the next one goes to the DLQ: both leave the group while the receive walks it.
+    src, dlq = env.create_with_dlq("src.fifo", max_receive_count=1, MessageRetentionPeriod=60)
+    fifo_send(env, src, "old")
+    env.advance(30_000)
+    fifo_send(env, src, "poison")
+    (p,) = env.receive(src, n=1)
+    assert p.body == "old"
+    env.change(src, p.receipt_handle, 0)
+    for i in range(3):
+        fifo_send(env, src, f"m{i}")
+    env.advance(30_000)  # "old" is past retention now, "poison" is not
+    (m,) = env.receive(src, n=1)
+    assert m.body == "poison"
+    env.change(src, m.receipt_handle, 0)
+    assert [x.body for x in env.receive(src)] == ["m0", "m1", "m2"]
+    assert [x.body for x in env.receive(dlq)] == ["poison"]
+    assert env.counts(src) == (0, 3, 0)
+
+
+def test_fifo_receive_walks_on_when_a_removal_also_pops_ids_deleted_out_of_order(env):
+    # The head goes to the DLQ during the receive; removing it pops the ids after it that were
+    # deleted out of order too, more ids than the walk had passed.
+    src, dlq = env.create_with_dlq("src.fifo", max_receive_count=1)
+    for i in range(5):
+        fifo_send(env, src, f"m{i}")
+    m0, m1, m2 = env.receive(src, n=3)
+    env.delete(src, m1.receipt_handle)
+    env.delete(src, m2.receipt_handle)
+    env.change(src, m0.receipt_handle, 0)
+    assert [x.body for x in env.receive(src)] == ["m3", "m4"]
+    assert [x.body for x in env.receive(dlq)] == ["m0"]
+
+
 def test_fifo_dedup_by_id_within_five_minutes_even_after_delete(env):
     q = env.create("q.fifo")
     first = env.send(q, "one", group_id="g", deduplication_id="d")
