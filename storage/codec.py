@@ -573,7 +573,7 @@ def _make_decoder(cls: type, tag: int) -> Callable[[list], Any]:
             if type(a) not in s:
                 raise CodecError(f"{name}.{fname}: unexpected {type(a).__name__}")
 
-    def dec(v: list) -> Any:
+    def general(v: list) -> Any:
         if not v or v[0] != tag or type(v[0]) is not int:
             _wrong_object(v, tag)
         args = v[1:]
@@ -600,7 +600,47 @@ def _make_decoder(cls: type, tag: int) -> Callable[[list], Any]:
             args[i] = fn(args[i])
         return make(*args)
 
-    return dec
+    if not direct:
+        return general
+    return _straight_decoder(cls, tag, sets, convs, descriptors, general)
+
+
+def _straight_decoder(cls: type, tag: int, sets: tuple, convs: list, descriptors: tuple,
+                      general: Callable[[list], Any]) -> Callable[[list], Any]:
+    """The common case as straight-line code: all fields present, each of an expected type.
+    Anything else (an older sender's shorter list, a wrong type, a wrong tag) goes to
+    ``general``, which decodes it or raises the precise error. Generated because a snapshot
+    chunk is thousands of records: the signature tuple, its hashing and the per-field calls
+    of the generic loop were most of a transfer's restore time."""
+    n = len(sets)
+    env: dict[str, Any] = {"cls": cls, "new": _new_object, "general": general, "list": list, "int": int}
+    args = [f"a{i}" for i in range(n)]
+    checks = []
+    for i, accepts in enumerate(sets):
+        if len(accepts) == 1:
+            (only,) = accepts
+            env[f"T{i}"] = only
+            checks.append(f"type(a{i}) is T{i}")
+        else:
+            env[f"S{i}"] = accepts
+            checks.append(f"type(a{i}) in S{i}")
+    lines = [f"def dec(v):",
+             f"    if type(v) is not list or len(v) != {n + 1} or type(v[0]) is not int or v[0] != {tag}:",
+             "        return general(v)",
+             f"    _, {', '.join(args)}{',' if n == 1 else ''} = v" if n else "    pass",
+             f"    if not ({' and '.join(checks) or 'True'}):",
+             f"        return general(v)"]
+    for i, c in enumerate(convs):
+        if c.convert is not None:
+            env[f"C{i}"] = c.convert
+            lines.append(f"    a{i} = C{i}(a{i})")
+    lines.append("    o = new(cls)")
+    for i, d in enumerate(descriptors):
+        env[f"D{i}"] = d.__set__
+        lines.append(f"    D{i}(o, a{i})")
+    lines.append("    return o")
+    exec("\n".join(lines) + "\n", env)  # noqa: S102 - built from dataclass field positions only
+    return env["dec"]
 
 
 def _decoder(tag: int) -> Callable[[list], Any]:
