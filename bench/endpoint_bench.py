@@ -211,6 +211,8 @@ class Bench:
                 server.delete_queue(url)
         row = _row(sc, target, protocol, rnd, r)
         row.update(window.shares(r.client_cpu))
+        # the server's own CPU per request: steadier than req/s on a shared machine
+        row["server_cpu_us_per_req"] = round(1e6 * (window.s1 - window.s0) / max(1, r.requests), 1)
         if prefilled is not None:
             row["prefilled"] = prefilled
         self.runs.append(row)
@@ -328,8 +330,8 @@ def _fmt_row(row: dict) -> str:
     else:
         main = f"{row['msgs_per_s']:>7,} msgs/s {row['req_per_s']:>7,} req/s"
     err = f"  ERRORS {row['errors']}" if row["error_count"] else ""
-    return (f"{main}  cpu srv {row.get('server_cpu_pct', '?')}% gen {row.get('client_cpu_pct', '?')}% "
-            f"other {row.get('other_cpu_pct', '?')}%{err}")
+    return (f"{main}  cpu srv {row.get('server_cpu_pct', '?')}% ({row.get('server_cpu_us_per_req', '?')} us/req) "
+            f"gen {row.get('client_cpu_pct', '?')}% other {row.get('other_cpu_pct', '?')}%{err}")
 
 
 # -- summary ------------------------------------------------------------------------------------
@@ -443,7 +445,7 @@ def _print_table(best: dict, ratios: dict, goals: list[dict], ceiling: dict, pee
     print("\nendpoint (real server processes on 127.0.0.1, keep-alive HTTP/1.1, every response validated; "
           "best of rounds)")
     print(f"{'scenario':24} {'target':13} {'proto':5} {'conns':>5} {'msgs/s':>8} {'req/s':>8} {'p50 ms':>7} "
-          f"{'p99 ms':>7} {'errors':>6} {'srv%':>5} {'gen%':>5} {'other%':>6}")
+          f"{'p99 ms':>7} {'errors':>6} {'srv%':>5} {'us/req':>7} {'gen%':>5} {'other%':>6}")
     for sc in SCENARIOS:
         for target, proto in sc.targets:
             r = best.get((sc.key, target, proto))
@@ -453,7 +455,8 @@ def _print_table(best: dict, ratios: dict, goals: list[dict], ceiling: dict, pee
                 continue
             print(f"{sc.title:24} {target:13} {proto:5} {r['connections']:>5} {r['msgs_per_s']:>8,} "
                   f"{r['req_per_s']:>8,} {r['p50_ms']:>7.3f} {r['p99_ms']:>7.3f} {r['error_count']:>6} "
-                  f"{r['server_cpu_pct']:>5} {r['client_cpu_pct']:>5} {r['other_cpu_pct']:>6}")
+                  f"{r['server_cpu_pct']:>5} {r.get('server_cpu_us_per_req', float('nan')):>7.1f} "
+                  f"{r['client_cpu_pct']:>5} {r['other_cpu_pct']:>6}")
     print(f"  generator: {ceiling['client_cpu_us_per_req']} us CPU per request (user+sys, incl. loopback) -> "
           f"~{ceiling['cpu_bound_ceiling_per_core_req_per_s']:,} req/s per core; drove the trivial handler at "
           f"{ceiling['measured_against_trivial_req_per_s']:,} req/s")

@@ -21,7 +21,7 @@ from storage.results import ReceiveMessageResult
 
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
-from elasticmq_py.backend import Backend
+from elasticmq_py.backend import Backend, LocalBackend
 from elasticmq_py.forwarding import ForwardError, Forwarder
 from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
@@ -30,6 +30,7 @@ from elasticmq_py.protocol.model import sqs_model
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
 
 log = logging.getLogger(__name__)
+_perf_counter = time.perf_counter
 
 JSON, QUERY = "json", "query"
 
@@ -53,6 +54,13 @@ class Endpoint:
         self.model = sqs_model()
         self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives,
                                            cluster=backend.cluster_status if admin is not None else None)
+        # The local backend answers synchronously: its execute() wraps execute_now() in a
+        # finished future, which the common path can skip. Any other backend (or one whose
+        # execute was replaced) goes through execute() and its future.
+        local = (getattr(type(backend), "execute", None) is LocalBackend.execute
+                 and "execute" not in getattr(backend, "__dict__", {}))
+        self._execute_now = backend.execute_now if local else None
+        self._namespaces: dict[str, Namespace] = {}      # region -> Namespace (a frozen dataclass)
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -103,9 +111,15 @@ class Endpoint:
 
     def _sqs(self, req: HttpRequest):
         call = _Call(JSON if "x-amz-target" in req.headers else QUERY, "unknown", _request_id(),
-                     time.perf_counter())
+                     _perf_counter())
         try:
             command, ctx = self._parse(req, call)
+            execute_now = self._execute_now
+            if execute_now is not None:
+                result = execute_now(command)
+                if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
+                    return self._ok(call, result, ctx)
+                return self._guard(call, self._wait(call, command, None, ctx, result))
             pending = self.backend.execute(command)
             if pending.done():
                 result = pending.result()
@@ -138,17 +152,24 @@ class Endpoint:
             call.action = query_proto.action_of(form, self.model)
             params = query_proto.parse(call.action, form, self.model, req.path)
         region = region_from_headers(headers, form, self.config.region)
-        ctx = RequestContext(Namespace(region, self.config.account_id),
-                             base_url(headers, self.config.fallback_host), call.request_id)
+        ns = self._namespaces.get(region)
+        if ns is None:
+            if len(self._namespaces) >= 256:   # regions come from clients: keep the cache bounded
+                self._namespaces.clear()
+            ns = self._namespaces[region] = Namespace(region, self.config.account_id)
+        ctx = RequestContext(ns, base_url(headers, self.config.fallback_host), call.request_id)
         return requests.to_command(call.action, params, ctx), ctx
 
     @staticmethod
     def _should_wait(command: ReceiveMessage, result: ReceiveMessageResult) -> bool:
         return not result.messages and command.wait_time_seconds != 0
 
-    async def _wait(self, call: "_Call", command: Command, pending, ctx: RequestContext) -> HttpResponse:
-        """The slow path: a backend that answers later, or a receive that long-polls."""
-        result = await pending
+    async def _wait(self, call: "_Call", command: Command, pending, ctx: RequestContext,
+                    result=None) -> HttpResponse:
+        """The slow path: a backend that answers later, or a receive that long-polls (``result``:
+        its first, empty answer, when the backend gave it synchronously)."""
+        if pending is not None:
+            result = await pending
         if not isinstance(command, ReceiveMessage) or not self._should_wait(command, result):
             return self._ok(call, result, ctx)
         wait_s = command.wait_time_seconds
@@ -178,7 +199,7 @@ class Endpoint:
             status, headers, body = json_proto.render(output, call.request_id)
         else:
             status, headers, body = query_proto.render(call.action, output, call.request_id, self.model)
-        self.metrics.observe(call.action, "ok", time.perf_counter() - call.started)
+        self.metrics.observe(call.action, "ok", _perf_counter() - call.started)
         return HttpResponse(status, headers, body)
 
     def _error(self, call: "_Call", err: SqsError) -> HttpResponse:
@@ -187,7 +208,7 @@ class Endpoint:
         else:
             status, headers, body = query_proto.render_error(err, call.request_id, self.model.namespace)
         outcome = "client_error" if err.sender_fault else "server_error"
-        self.metrics.observe(call.action, outcome, time.perf_counter() - call.started, err.kind.query_code)
+        self.metrics.observe(call.action, outcome, _perf_counter() - call.started, err.kind.query_code)
         return HttpResponse(status, headers, body)
 
     def _internal_error(self, call: "_Call") -> HttpResponse:

@@ -43,18 +43,27 @@ def _status_line(status: int) -> bytes:
 
 
 _STATUS_LINES = {s: _status_line(s) for s in _REASONS}
+# Header names as clients send them -> the lower-cased str the endpoint looks up (saves a decode
+# and a lower() per header); any other name is decoded as it comes.
+_HEADER_NAMES = {n.encode("latin-1"): n.lower() for n in (
+    "Host", "User-Agent", "Accept-Encoding", "Accept", "Content-Type", "Content-Length",
+    "Connection", "X-Amz-Date", "X-Amz-Target", "X-Amz-Content-SHA256", "X-Amz-Security-Token",
+    "X-Amz-User-Agent", "Authorization", "amz-sdk-invocation-id", "amz-sdk-request", "Expect",
+    "Transfer-Encoding", "X-Amzn-Query-Mode", "x-amzn-query-mode")}
+_HEADER_NAMES.update({k.lower(): v for k, v in list(_HEADER_NAMES.items())})
+_METHODS = {m.encode(): m for m in ("GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH")}
 
 
 def encode_response(resp: HttpResponse, keep_alive: bool) -> bytes:
-    parts = [_STATUS_LINES.get(resp.status) or _status_line(resp.status)]
-    for k, v in resp.headers:
-        parts.append(f"{k}: {v}\r\n".encode("latin-1", "replace"))
-    parts.append(b"Content-Length: %d\r\n" % len(resp.body))
-    if not keep_alive:
-        parts.append(b"Connection: close\r\n")
-    parts.append(b"\r\n")
-    parts.append(resp.body)
-    return b"".join(parts)
+    body = resp.body
+    head = "".join([f"{k}: {v}\r\n" for k, v in resp.headers]).encode("latin-1", "replace")
+    return b"".join((
+        _STATUS_LINES.get(resp.status) or _status_line(resp.status),
+        head,
+        b"Content-Length: %d\r\n" % len(body),
+        b"\r\n" if keep_alive else b"Connection: close\r\n\r\n",
+        body,
+    ))
 
 
 class HttpProtocol(asyncio.Protocol):
@@ -74,9 +83,6 @@ class HttpProtocol(asyncio.Protocol):
         self._closing = False
         self._paused_writing = False
         self._peer: str | None = None
-        self._reset()
-
-    def _reset(self) -> None:
         self._url = b""
         self._headers: dict[str, str] = {}
         self._header_bytes = 0
@@ -127,24 +133,37 @@ class HttpProtocol(asyncio.Protocol):
     # -- httptools callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._reset()
+        self._url = b""
+        self._headers = {}
+        self._header_bytes = 0
+        self._body = []
+        self._body_len = 0
+        self._rejected = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
         self._count(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value))
-        key = name.decode("latin-1").lower()
-        val = value.decode("latin-1")
-        old = self._headers.get(key)
-        self._headers[key] = val if old is None else f"{old},{val}"
+        # the hottest callback (one per header): the size check and the common names inline
+        n = self._header_bytes + len(name) + len(value)
+        self._header_bytes = n
+        if n > MAX_HEADER_BYTES:
+            self._count(0)
+        key = _HEADER_NAMES.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+        headers = self._headers
+        old = headers.get(key)
+        headers[key] = value.decode("latin-1") if old is None else f"{old},{value.decode('latin-1')}"
 
     def on_headers_complete(self) -> None:
-        length = self._headers.get("content-length")
+        headers = self._headers
+        length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             self._reject_too_large()
-        if self._headers.get("expect", "").lower() == "100-continue":
+        expect = headers.get("expect")
+        if expect is not None and expect.lower() == "100-continue":
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
@@ -164,15 +183,18 @@ class HttpProtocol(asyncio.Protocol):
                 path, query = b"/", b""
         else:
             path, _, query = url.partition(b"?")
+        parser = self.parser
+        method = parser.get_method()
+        body = self._body
         req = HttpRequest(
-            method=self.parser.get_method().decode("ascii", "replace"),
-            path=path.decode("latin-1"),
-            query=query,
-            headers=self._headers,
-            body=b"".join(self._body) if len(self._body) != 1 else self._body[0],
-            peer=self._peer,
+            _METHODS.get(method) or method.decode("ascii", "replace"),
+            path.decode("latin-1"),
+            query,
+            self._headers,
+            body[0] if len(body) == 1 else b"".join(body),
+            self._peer,
         )
-        keep_alive = self.parser.should_keep_alive()
+        keep_alive = parser.should_keep_alive()
         if self._task is not None or self._queue:
             self._queue.append((req, keep_alive))
             if len(self._queue) >= MAX_PIPELINED:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 from storage.commands import Namespace, QueueKey
@@ -58,8 +57,25 @@ def key_from_path(path: str, ns: Namespace) -> QueueKey | None:
     return None
 
 
-@lru_cache(maxsize=4096)  # clients repeat the same few URLs; parsing one costs more than the send
+# Clients repeat the same few URLs; parsing one costs more than the send. Keyed by plain strings
+# (hashing a Namespace, a frozen dataclass, runs Python code); emptied when full. Refused URLs
+# raise and are not kept.
+_KEYS: dict[tuple[str, str, str], QueueKey] = {}
+_KEYS_MAX = 4096
+
+
 def key_from_queue_url(url: str, ns: Namespace) -> QueueKey:
+    k = (url, ns.region, ns.account)
+    key = _KEYS.get(k)
+    if key is None:
+        key = _key_from_queue_url(url, ns)
+        if len(_KEYS) >= _KEYS_MAX:
+            _KEYS.clear()
+        _KEYS[k] = key
+    return key
+
+
+def _key_from_queue_url(url: str, ns: Namespace) -> QueueKey:
     """Accepts http(s)://host/<account>/<name>, ElasticMQ's .../queue/<name>, a path of either
     form, and a bare queue name. The host is not checked: clients reach us under many names
     (localhost, a container name, a load balancer)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from json import encoder as _json_encoder
 
 from storage.errors import INVALID_ACTION, SqsError
 
@@ -22,13 +23,25 @@ def action_of(target: str, model: ServiceModel) -> str:
     return action
 
 
+_decode = json.JSONDecoder().decode
+
+
+def _loads(body: bytes) -> object:
+    """``json.loads(body)``, without its per-call encoding detection in the common case: a body
+    that starts with ``{`` followed by a non-NUL byte is what json.detect_encoding calls UTF-8
+    (no BOM, not UTF-16/32), and json.loads would decode it exactly so."""
+    if body[:1] == b"{" and body[1:2] != b"\x00":
+        return _decode(body.decode("utf-8", "surrogatepass"))
+    return json.loads(body)
+
+
 def parse(action: str, body: bytes, model: ServiceModel) -> dict:
     """The parameter tree of a JSON request body for ``action`` (already checked by action_of)."""
     if not body.strip():
         obj: object = {}
     else:
         try:
-            obj = json.loads(body)  # bytes: decoded as strict UTF-8
+            obj = _loads(body)  # bytes: decoded as UTF-8 (lone surrogates are refused by params)
         except (ValueError, RecursionError):
             raise perr.serialization("The request body is not valid JSON.") from None
     if not isinstance(obj, dict):
@@ -42,9 +55,23 @@ def _default(o):
     raise TypeError(type(o).__name__)
 
 
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default)
+# json.dumps with arguments builds a JSONEncoder, and JSONEncoder.encode a C encoder, per call;
+# both are made once here. Output trees are never circular, so no markers dict is kept.
+_c_encode = _json_encoder.c_make_encoder(
+    None, _default, _json_encoder.encode_basestring, None, ":", ",", False, False, True,
+) if _json_encoder.c_make_encoder is not None else None
+
+
+def dumps(output: dict) -> str:
+    """``json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=_default)``."""
+    if _c_encode is not None:
+        return "".join(_c_encode(output, 0))
+    return _encoder.encode(output)
+
+
 def render(output: dict | None, request_id: str) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
-    body = b"{}" if output is None else json.dumps(
-        output, ensure_ascii=False, separators=(",", ":"), default=_default).encode("utf-8")
+    body = b"{}" if output is None else dumps(output).encode("utf-8")
     return 200, (("Content-Type", CONTENT_TYPE), ("x-amzn-RequestId", request_id)), body
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from bisect import bisect_left
 
 from storage.errors import (
     INVALID_MESSAGE_CONTENTS,
@@ -65,21 +66,7 @@ def from_json(shape: Shape, value: object, path: str = "") -> object:
             raise _bad_type(path, value, shape)
         return _check_text(path, value)
     if t == "structure":
-        if type(value) is not dict:
-            raise _bad_type(path, value, shape)
-        out = {}
-        members = shape.members
-        for name, v in value.items():
-            m = members.get(name)
-            if m is None or v is None:
-                continue  # unknown members are ignored, as AWS does
-            # the hot case, strings, is checked inline: most members of most requests are one
-            if m.type == "string" and type(v) is str and v.isascii():
-                out[name] = v
-            else:
-                out[name] = from_json(m, v, f"{path}.{name}" if path else name)
-        _require(shape, out, path)
-        return out
+        return _json_struct(shape, value, path)
     if t in ("integer", "long"):
         if type(value) is not int:
             raise _bad_type(path, value, shape)
@@ -88,6 +75,8 @@ def from_json(shape: Shape, value: object, path: str = "") -> object:
         if type(value) is not list:
             raise _bad_type(path, value, shape)
         m = shape.member
+        if m.type == "structure":   # batch entries: one call per entry, not two
+            return [_json_struct(m, v, f"{path}.{i}") for i, v in enumerate(value, 1)]
         return [from_json(m, v, f"{path}.{i}") for i, v in enumerate(value, 1)]
     if t == "map":
         if type(value) is not dict:
@@ -106,6 +95,26 @@ def from_json(shape: Shape, value: object, path: str = "") -> object:
             raise _bad_type(path, value, shape)
         return value
     raise _bad_type(path, value, shape)  # a type the SQS model does not use
+
+
+def _json_struct(shape: Shape, value: object, path: str) -> dict:
+    if type(value) is not dict:
+        raise _bad_type(path, value, shape)
+    out = {}
+    members = shape.members
+    for name, v in value.items():
+        m = members.get(name)
+        if m is None or v is None:
+            continue  # unknown members are ignored, as AWS does
+        # the hot case, strings, is checked inline: most members of most requests are one
+        if m.type == "string" and type(v) is str and v.isascii():
+            out[name] = v
+        else:
+            out[name] = from_json(m, v, f"{path}.{name}" if path else name)
+    for name in shape.required:    # _require, inline
+        if name not in out:
+            raise missing_parameter(f"{path}.{name}" if path else name)
+    return out
 
 
 def _require(shape: Shape, out: dict, path: str) -> None:
@@ -129,19 +138,26 @@ class _PrefixIndex:
 
     def __init__(self, params: dict[str, str]):
         self.params = params
-        self.keys = sorted(params)
+        # Only dotted keys (Entry.1.Id, Attribute.2.Name...) can be under a prefix: the callers'
+        # prefixes all end in "." or get one. Most requests (a send, a receive) have none.
+        self.keys = sorted(k for k in params if "." in k)
 
     def has_prefix(self, prefix: str) -> bool:
-        import bisect
-        i = bisect.bisect_left(self.keys, prefix)
-        return i < len(self.keys) and self.keys[i].startswith(prefix)
+        keys = self.keys
+        if not keys:
+            return False
+        i = bisect_left(keys, prefix)
+        return i < len(keys) and keys[i].startswith(prefix)
 
     def indices(self, prefix: str) -> list[int]:
-        import bisect
-        p = prefix + "."
-        found: set[int] = set()
-        i = bisect.bisect_left(self.keys, p)
         keys = self.keys
+        if not keys:
+            return []
+        p = prefix + "."
+        i = bisect_left(keys, p)
+        if i == len(keys) or not keys[i].startswith(p):
+            return []               # the common answer (an absent map or list): no set, no sort
+        found: set[int] = set()
         while i < len(keys) and keys[i].startswith(p):
             head = keys[i][len(p):].split(".", 1)[0]
             if head.isdigit() and len(head) < 6:
@@ -183,13 +199,31 @@ def _q_value(shape: Shape, key: str, index: _PrefixIndex, path: str) -> object |
     raise _bad_type(path, raw, shape)
 
 
+_PLANS: dict[Shape, tuple[tuple[str, Shape, str, str], ...]] = {}
+
+
+def _plan(shape: Shape) -> tuple[tuple[str, Shape, str, str], ...]:
+    """A structure's members as (name, shape, Query name, type), computed once per shape."""
+    plan = _PLANS.get(shape)
+    if plan is None:
+        plan = _PLANS[shape] = tuple((name, m, _q_name(name, m), m.type) for name, m in shape.members.items())
+    return plan
+
+
 def _q_struct(shape: Shape, prefix: str, index: _PrefixIndex, path: str = "") -> dict | None:
     if prefix and not index.has_prefix(prefix + "."):
         return None
     out = {}
-    for name, m in shape.members.items():
-        q = _q_name(name, m)
-        v = _q_value(m, f"{prefix}.{q}" if prefix else q, index, f"{path}.{name}" if path else name)
+    params = index.params
+    for name, m, q, t in _plan(shape):
+        key = f"{prefix}.{q}" if prefix else q
+        if t == "string":
+            # the hot case inline, as _q_value would do it
+            raw = params.get(key)
+            if raw is not None:
+                out[name] = raw if raw.isascii() else _check_text(f"{path}.{name}" if path else name, raw)
+            continue
+        v = _q_value(m, key, index, f"{path}.{name}" if path else name)
         if v is not None:
             out[name] = v
     _require(shape, out, path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from storage.errors import INVALID_ACTION, SqsError, missing_parameter
 
@@ -22,6 +22,9 @@ def parse_form(*parts: bytes) -> dict[str, str]:
     for raw in parts:
         if not raw:
             continue
+        if raw.isascii():
+            _parse_ascii(raw, out)
+            continue
         text = raw.decode("utf-8", "surrogateescape")
         try:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8",
@@ -31,6 +34,51 @@ def parse_form(*parts: bytes) -> dict[str, str]:
         for k, v in pairs:
             out[k] = v
     return out
+
+
+def _unquote(b: bytes) -> str:
+    if b"+" in b:
+        b = b.replace(b"+", b" ")
+    if b"%" in b:
+        b = unquote_to_bytes(b)
+    return b.decode("utf-8", "surrogateescape")
+
+
+# Field names and short values repeat from request to request (Action=SendMessage, Version,
+# QueueUrl=...): their decoded forms are kept, in a dict that is emptied when it fills up.
+_UNQUOTED: dict[bytes, str] = {}
+_UNQUOTED_MAX = 4096
+_CACHED_VALUE_MAX = 256
+
+
+def _unquote_cached(b: bytes) -> str:
+    s = _UNQUOTED.get(b)
+    if s is None:
+        s = _unquote(b)
+        if len(_UNQUOTED) >= _UNQUOTED_MAX:
+            _UNQUOTED.clear()
+        _UNQUOTED[b] = s
+    return s
+
+
+def _parse_ascii(raw: bytes, out: dict[str, str]) -> None:
+    """parse_qsl(raw.decode(), keep_blank_values=True, encoding="utf-8", errors="surrogateescape",
+    max_num_fields=MAX_FORM_FIELDS) into ``out``, for an ASCII form (what every SDK sends), on
+    bytes. For ASCII input the two agree exactly: parse_qsl's unquote turns each ASCII run into
+    bytes and decodes them with the given codec, here the whole field at once."""
+    if raw.count(b"&") + 1 > MAX_FORM_FIELDS:
+        raise perr.MALFORMED_QUERY_STRING("The request has too many parameters.")
+    for field in raw.split(b"&"):
+        if not field:
+            continue
+        name, eq, value = field.partition(b"=")
+        key = _unquote_cached(name)
+        if not (eq and value):
+            out[key] = ""    # "name" without "=" is a blank value (keep_blank_values)
+        elif len(value) > _CACHED_VALUE_MAX or key.endswith("MessageBody"):
+            out[key] = _unquote(value)   # message bodies rarely repeat: not worth keeping
+        else:
+            out[key] = _unquote_cached(value)
 
 
 def action_of(form: dict[str, str], model: ServiceModel) -> str:
@@ -105,10 +153,20 @@ def _encode(shape: Shape, name: str, v, out: list[str]) -> None:
         out.append(f"<{name}>{_scalar(shape, v)}</{name}>")
 
 
+_MEMBERS: dict[Shape, tuple[tuple[str, Shape, str], ...]] = {}
+
+
 def _members(shape: Shape, v: dict, out: list[str]) -> None:
-    for mname, m in shape.members.items():
+    plan = _MEMBERS.get(shape)
+    if plan is None:
+        plan = _MEMBERS[shape] = tuple((mname, m, m.location_name or mname)
+                                       for mname, m in shape.members.items())
+    for mname, m, ename in plan:
         if mname in v:
-            _encode(m, m.location_name or mname, v[mname], out)
+            if m.type == "string":   # the hot case inline, as _encode would do it
+                out.append(f"<{ename}>{_esc(v[mname])}</{ename}>")
+            else:
+                _encode(m, ename, v[mname], out)
 
 
 def render(action: str, output: dict | None, request_id: str,

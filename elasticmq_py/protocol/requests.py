@@ -95,20 +95,23 @@ def list_dead_letter_source_queues(p, ctx):
 def send_message(p, ctx):
     return c.SendMessage(
         _queue(p, ctx), p.get("MessageBody"), p.get("DelaySeconds"),
-        _mavs(p.get("MessageAttributes")), _mavs(p.get("MessageSystemAttributes")),
+        None if (ma := p.get("MessageAttributes")) is None else _mavs(ma),
+        None if (sa := p.get("MessageSystemAttributes")) is None else _mavs(sa),
         p.get("MessageDeduplicationId"), p.get("MessageGroupId"),
     )
 
 
 def send_message_batch(p, ctx):
-    entries = tuple(
-        c.SendMessageBatchEntry(
+    entry = c.SendMessageBatchEntry
+    entries = tuple([
+        entry(
             e.get("Id"), e.get("MessageBody"), e.get("DelaySeconds"),
-            _mavs(e.get("MessageAttributes")), _mavs(e.get("MessageSystemAttributes")),
+            None if (ma := e.get("MessageAttributes")) is None else _mavs(ma),
+            None if (sa := e.get("MessageSystemAttributes")) is None else _mavs(sa),
             e.get("MessageDeduplicationId"), e.get("MessageGroupId"),
         )
         for e in p.get("Entries") or ()
-    )
+    ])
     return c.SendMessageBatch(_queue(p, ctx), entries)
 
 

@@ -47,9 +47,24 @@ def _put(d: Out, key: str, value) -> None:
 
 def _send_entry(e) -> Out:
     d: Out = {"MessageId": e.message_id, "MD5OfMessageBody": e.md5_of_body}
-    _put(d, "MD5OfMessageAttributes", e.md5_of_message_attributes)
-    _put(d, "MD5OfMessageSystemAttributes", e.md5_of_message_system_attributes)
-    _put(d, "SequenceNumber", e.sequence_number)
+    # _put, inline (a batch renders ten of these)
+    if e.md5_of_message_attributes is not None:
+        d["MD5OfMessageAttributes"] = e.md5_of_message_attributes
+    if e.md5_of_message_system_attributes is not None:
+        d["MD5OfMessageSystemAttributes"] = e.md5_of_message_system_attributes
+    if e.sequence_number is not None:
+        d["SequenceNumber"] = e.sequence_number
+    return d
+
+
+def _send_batch_entry(e) -> Out:
+    d: Out = {"Id": e.id, "MessageId": e.message_id, "MD5OfMessageBody": e.md5_of_body}
+    if e.md5_of_message_attributes is not None:
+        d["MD5OfMessageAttributes"] = e.md5_of_message_attributes
+    if e.md5_of_message_system_attributes is not None:
+        d["MD5OfMessageSystemAttributes"] = e.md5_of_message_system_attributes
+    if e.sequence_number is not None:
+        d["SequenceNumber"] = e.sequence_number
     return d
 
 
@@ -76,8 +91,36 @@ def _move_task(t: r.MessageMoveTaskInfo) -> Out:
     return d
 
 
+def _send_batch(result: r.SendMessageBatchResult, ctx: RequestContext) -> Out:
+    return {"Successful": [_send_batch_entry(e) for e in result.successful], "Failed": _errors(result.failed)}
+
+
+def _receive(result: r.ReceiveMessageResult, ctx: RequestContext) -> Out:
+    ms = result.messages
+    return {"Messages": [_message(m) for m in ms]} if ms else {}
+
+
+def _ids_batch(result, ctx: RequestContext) -> Out:
+    return {"Successful": [{"Id": i} for i in result.successful], "Failed": _errors(result.failed)}
+
+
+# The hot results by exact type, ahead of the match below (which tries its cases in turn)
+_FAST = {
+    r.SendMessageResult: lambda result, ctx: _send_entry(result),
+    r.SendMessageBatchResult: _send_batch,
+    r.ReceiveMessageResult: _receive,
+    r.DeleteMessageBatchResult: _ids_batch,
+    r.ChangeMessageVisibilityBatchResult: _ids_batch,
+}
+
+
 def to_output(result: object, ctx: RequestContext) -> Out | None:
     """The output tree for a result; ``None`` for actions whose response has no body."""
+    if result is None:
+        return None
+    fast = _FAST.get(type(result))
+    if fast is not None:
+        return fast(result, ctx)
     match result:
         case None:
             return None

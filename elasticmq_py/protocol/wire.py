@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage.commands import Namespace
+from storage.records import FROZEN
+
+# Immutable by contract. As for storage's records (storage/records.py), immutability is enforced
+# only under ELASTICMQ_PY_FROZEN=1 (the test suite): a frozen dataclass is built through
+# object.__setattr__ once per field, and every request builds one of each of these.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=FROZEN, slots=True, unsafe_hash=True)
 class HttpRequest:
     method: str                       # upper case
     path: str                         # without the query string, still percent-encoded
@@ -17,14 +22,14 @@ class HttpRequest:
     peer: str | None = None           # the client's IP address, when known (admin access checks)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=FROZEN, slots=True, unsafe_hash=True)
 class HttpResponse:
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=FROZEN, slots=True, unsafe_hash=True)
 class RequestContext:
     """What a request's action is interpreted against: its namespace and the URL base that
     queue URLs are built from (so clients get back URLs they can reach)."""
