@@ -116,6 +116,8 @@ class ReplicationCore:
         # member before) until a serving master has brought it up to date, or it finished its
         # own sync as master: until then its position counts in no sync quorum (sync.py).
         self.amnesiac = amnesiac
+        self._amnesia_target: int | None = None   # the serving master's log end when it positioned us
+        self._streamed_from: tuple[str, int] | None = None   # (master, epoch) whose batch we applied
         self.master_core: MasterReplicator | None = None
         self.replica_core: ReplicaApplier | None = None
         self.sync: SyncCoordinator | None = None
@@ -212,8 +214,14 @@ class ReplicationCore:
             if connected:
                 return self._master_actions(self.master_core.replica_connected(name, now_ms, fresh=True), now_ms)
             return self._master_actions(self.master_core.replica_disconnected(name, now_ms), now_ms)
-        if self.sync is not None and connected:
-            return self._sync_actions(self.sync.ask_again(name), now_ms)
+        if self.sync is not None:
+            if connected:
+                return self._sync_actions(self.sync.ask_again(name), now_ms)
+            out = self._sync_actions(self.sync.forget(name, now_ms), now_ms)
+            if self.sync is not None and self.sync.state == SyncCoordinator.COLLECTING \
+                    and self.receiver is not None and self.receiver.master == name:
+                self.receiver = None   # a snapshot from a holder that may come back empty
+            return out
         return []
 
     def on_tick(self, now_ms: int) -> list[Any]:
@@ -248,15 +256,25 @@ class ReplicationCore:
         if self.replica_core is not None:
             if not self.amnesiac:
                 return self.replica_core.on_frame(sender, frame, now_ms)
-            before = self.log.last_seq
             out = self.replica_core.on_frame(sender, frame, now_ms)
-            if t is Batch and self.log.last_seq > before:
-                # Only a serving master streams batches, from the start of its log or after a
-                # transfer: what this member holds now is a prefix of a synced master's history.
-                out += self._caught_up(f"applied {sender}'s stream")
-            elif t is SyncRequest:
+            applier = self.replica_core
+            if t is SyncRequest:
                 out = [Send(a.to, replace(a.frame, amnesiac=True))
                        if type(a) is Send and type(a.frame) is SyncStatus else a for a in out]
+                if frame.serving_seq >= 0 and applier.master == sender and applier.epoch == frame.epoch:
+                    # Everything this member may have acknowledged before its restart is in the
+                    # serving master's log by now: holding up to here, it holds all of that.
+                    self._amnesia_target = frame.serving_seq
+                    if frame.serving_seq == 0:
+                        out += self._caught_up(f"{sender} has logged nothing yet")
+                    elif self._streamed_from == (sender, frame.epoch) and self.log.last_seq >= frame.serving_seq:
+                        out += self._caught_up(f"holds {sender}'s stream up to seq {frame.serving_seq}")
+            elif t is Batch and applier.master == sender and applier.epoch == frame.epoch:
+                # A batch is streamed only once the master has checked that our log is a prefix
+                # of its own: our entries up to here are its entries.
+                self._streamed_from = (sender, frame.epoch)
+                if self._amnesia_target is not None and self.log.last_seq >= self._amnesia_target:
+                    out += self._caught_up(f"applied {sender}'s stream up to seq {self._amnesia_target}")
             return out
         return [Rejected(sender, f"{t.__name__} before any view")]
 
@@ -351,6 +369,9 @@ class ReplicationCore:
         master, epoch = self.following()
         if self.role != REPLICA or sender != master or frame.epoch != epoch:
             return [Rejected(sender, f"transfer request in epoch {frame.epoch} from {sender}")]
+        if self.amnesiac:
+            # restarted empty and not caught up: our state is no truth for anyone
+            return [Rejected(sender, "transfer request to a member that restarted empty")]
         self.senders.pop(sender, None)
         return self._start_sending(sender, now_ms, epoch)
 

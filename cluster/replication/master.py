@@ -161,7 +161,7 @@ class MasterReplicator:
                 continue
             if not r.positioned:
                 r.last_progress_ms = now_ms
-                actions.append(Send(r.name, SyncRequest(self.epoch)))
+                actions.append(Send(r.name, SyncRequest(self.epoch, self.log.last_seq)))
             elif r.acked < self.log.last_seq:
                 r.last_progress_ms = now_ms  # one go-back-N burst per silence, not one per tick
                 actions.extend(self._send_from(r, r.acked + 1, now_ms))
@@ -181,7 +181,7 @@ class MasterReplicator:
         if not r.positioned:
             # Never stream to a member before knowing where its log ends: one holding a deposed
             # master's tail would take our batches for duplicates of its own.
-            return [Send(name, SyncRequest(self.epoch))]
+            return [Send(name, SyncRequest(self.epoch, self.log.last_seq))]
         r.sent = r.acked
         return self._send_from(r, r.acked + 1, now_ms)
 
@@ -208,6 +208,9 @@ class MasterReplicator:
         for name, seq in synced.positions:
             r = self.replicas.get(name)
             if r is not None:
+                if name in synced.amnesiac:
+                    # it answered the sync's request, which names no mark: tell it ours first
+                    actions.append(Send(name, SyncRequest(self.epoch, self.log.last_seq)))
                 r.positioned, r.acked, r.connected = True, seq, True
                 actions.extend(self.replica_connected(name, now_ms))
         for name in synced.divergent:
@@ -223,7 +226,7 @@ class MasterReplicator:
         r.connected = True
         r.acked = r.sent = 0
         r.last_progress_ms = now_ms
-        return [Send(r.name, SyncRequest(self.epoch))]
+        return [Send(r.name, SyncRequest(self.epoch, self.log.last_seq))]
 
     def _position(self, r: ReplicaProgress, pos: Position, now_ms: int) -> list[Action]:
         if r.positioned:

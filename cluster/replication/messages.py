@@ -74,6 +74,11 @@ class SyncRequest:
     the member refuses the deposed master's frames."""
 
     epoch: int
+    # Sent by a serving master positioning a replica: its log's last seq then. A member that
+    # restarted empty is caught up (no longer amnesiac) only once it holds that much, which
+    # covers everything it may have acknowledged before its restart. -1: a syncing master's
+    # request, which sets no such mark.
+    serving_seq: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +218,7 @@ class Synced:
     last_seq: int
     positions: tuple[tuple[str, int], ...]
     divergent: tuple[str, ...]
+    amnesiac: tuple[str, ...] = ()   # members that answered amnesiac (told the mark to reach)
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,12 @@ class SyncCoordinator:
         self._truth_pos: Position | None = None
         self.retry_ms = retry_ms
         self._own_at_start = log.last_seq
+        # Whether our last entry is known to be on the truth's history (the first fetched answer
+        # repeats it, or we have none, or a transfer from the truth reset the log). Until then no
+        # fetched entry is appended: when that answer was lost and a later one came first, the
+        # entry after ours was appended onto a deposed master's divergent tail (the simulator,
+        # seed 990 under a 30%-lossy network, lost an acknowledged send that way).
+        self._verified = log.last_seq == 0
         self._fetch_until = 0
         self._progress_ms = 0
 
@@ -98,6 +104,26 @@ class SyncCoordinator:
         self._progress_ms = now_ms
         out: list[Action] = [Send(m, SyncRequest(self.epoch)) for m in self.members if m != self.self_name]
         return out + self._maybe_decide(now_ms)
+
+    def forget(self, member: str, now_ms: int) -> list[Action]:
+        """A member's link dropped: what it answered may be gone (it may come back restarted,
+        empty). Its position no longer counts, and if it was the truth we were fetching from or
+        taking a snapshot of, the decision is made again from what is left. (The simulator, seed
+        920: a truth holder killed and restarted mid-sync handed over its empty state, which
+        replaced the syncing master's, again and again.)"""
+        if member == self.self_name or self.state == self.DONE:
+            return []
+        self.positions.pop(member, None)
+        self.amnesiac.discard(member)
+        if self.state != self.COLLECTING and member == self.truth:
+            self.state = self.COLLECTING
+            self.truth = self._truth_pos = None
+            self.positions[self.self_name] = self._own()
+            self._own_at_start = self.log.last_seq
+            self._verified = self.log.last_seq == 0
+            self._fetch_until = 0
+            return self._maybe_decide(now_ms)
+        return []
 
     def ask_again(self, member: str) -> list[Action]:
         """A member (re)connected while we were still collecting: ask it again."""
@@ -132,6 +158,7 @@ class SyncCoordinator:
             return []
         self.positions[self.self_name] = self._own()
         self._own_at_start = self.log.last_seq
+        self._verified = True     # the log was reset to a position of the truth's own history
         self._fetch_until = self.log.last_seq
         self._progress_ms = now_ms
         return self._next_fetch(now_ms)
@@ -166,9 +193,10 @@ class SyncCoordinator:
             if frame.written_epoch != log.last_epoch:
                 self.state = self.TRANSFERRING        # our tail is not on the truth's history
                 return [TransferFrom(sender)]
+            self._verified = True
             self._progress_ms = now_ms
             return self._next_fetch(now_ms)
-        if frame.seq != log.last_seq + 1:
+        if frame.seq != log.last_seq + 1 or not self._verified:
             return []   # a duplicate, or ahead of a lost frame: on_tick asks again
         rejected = apply_entry(self.storage, log, frame, now_ms)
         if rejected:
@@ -198,8 +226,8 @@ class SyncCoordinator:
             return [Send(m, SyncRequest(self.epoch)) for m in self.members
                     if m != self.self_name and m not in self.positions]
         if self.state == self.FETCHING:
-            return self._fetch(self.log.last_seq + 1 if self.log.last_seq >= max(self._own_at_start, 1)
-                               else max(self._own_at_start, 1))
+            # until our last entry is verified, ask for it again (inclusive), not past it
+            return self._fetch(self.log.last_seq + 1 if self._verified else max(self.log.last_seq, 1))
         return []
 
     def _finish(self) -> list[Action]:
@@ -213,4 +241,5 @@ class SyncCoordinator:
                 positions.append((name, pos.last_seq))
             else:
                 divergent.append(name)
-        return [Synced(self.epoch, self.log.last_seq, tuple(positions), tuple(divergent))]
+        return [Synced(self.epoch, self.log.last_seq, tuple(positions), tuple(divergent),
+                       tuple(sorted(self.amnesiac - {self.self_name})))]

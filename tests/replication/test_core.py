@@ -292,3 +292,27 @@ def test_a_whole_cluster_restarted_empty_may_start_once_everyone_answers():
     net.execute("n1", CreateQueue(NS, "q"), 1)
     net.settle(3)
     assert 1 in net.completed and not any(c.amnesiac for c in net.cores.values())
+
+
+def test_a_syncing_master_appends_nothing_before_its_own_last_entry_is_verified():
+    from cluster.replication.log import Entry
+    from cluster.replication.messages import Batch, Fetch, SyncStatus
+    from cluster.replication.sync import SyncCoordinator
+    from storage.codec import encode_many
+
+    clock = ManualClock(0)
+    store, log = Storage(clock, IdSource(1)), ReplicationLog()
+    _, m1 = store.execute(CreateQueue(NS, "q"))
+    log.append(Entry(1, 1, encode_many(m1), 0))   # ours: seq 1 written in epoch 1 (a deposed tail)
+    sync = SyncCoordinator("n1", 5, NAMES, store, log, configured=3, retry_ms=100)
+    sync.start(0)
+    out = sync.on_frame("n2", SyncStatus(5, 3, 4, 1), 0)
+    assert out == [Send("n2", Fetch(5, 1, 256))], "fetch from our own last entry, inclusive"
+    truth = Storage(clock, IdSource(9))
+    _, t1 = truth.execute(CreateQueue(NS, "q"))
+    # the answer for seq 1 is lost; seq 2 (written in epoch 4 on the truth's history) arrives
+    assert sync.on_frame("n2", Batch(5, 2, 4, encode_many(t1)), 0) == []
+    assert log.last_seq == 1, "nothing appended onto an unverified entry"
+    assert sync.on_tick(500) == [Send("n2", Fetch(5, 1, 256))], "the retry asks for our entry again"
+    out = sync.on_frame("n2", Batch(5, 1, 4, encode_many(t1)), 600)
+    assert [type(a).__name__ for a in out] == ["TransferFrom"], "seq 1 differs: take the snapshot"

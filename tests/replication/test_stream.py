@@ -228,7 +228,7 @@ def test_group_commit_puts_many_operations_in_one_batch():
         _, muts = master.execute(CreateQueue(Namespace(), f"q{op}"))
         assert m.submit(op, muts) == []
     for name in ("n2", "n3"):
-        assert m.replica_connected(name, 0) == [Send(name, SyncRequest(1))], "position first"
+        assert m.replica_connected(name, 0) == [Send(name, SyncRequest(1, 0))], "position first"
         m.on_frame(name, SyncStatus(1, 0, 0, 1), 0)
     actions = m.flush(0)
     sends = [a for a in actions if isinstance(a, Send)]

@@ -67,3 +67,22 @@ def test_a_restarted_raft_member_keeps_its_term_vote_and_log():
     assert sent[-1] == ("c", VoteReply(3, False)), "it voted for b in term 3 before the restart"
     again.on_message("c", RequestVote(4, 1, 1), late)
     assert sent[-1] == ("c", VoteReply(4, False)), "c lacks the committed entry the journal kept"
+
+
+def test_a_lost_fetch_answer_does_not_graft_entries_onto_a_divergent_tail():
+    """Bug 4 (fixed): a syncing master fetches from its own last entry (inclusive) to prove it
+    is on the truth's history. When that answer was lost and the next one arrived first, the
+    retry asked from the entry after it, and entries were appended onto a deposed master's
+    divergent tail; an acknowledged send was lost (seed 990, a 30%-lossy network)."""
+    r = simulate(generate(990))
+    assert r.ok, r.failures
+
+
+def test_a_truth_holder_restarted_mid_sync_is_not_taken_for_the_truth():
+    """Bug 5 (fixed): the truth holder of a master-change sync was killed and restarted empty
+    while the new master pulled its snapshot; the stale position still named it, its empty
+    state replaced the master's, again and again (16 acknowledged sends lost, no convergence;
+    seed 920). A dropped link now forgets the member's answer and the decision is made again;
+    a member that restarted empty refuses transfer requests."""
+    r = simulate(generate(920))
+    assert r.ok, r.failures
