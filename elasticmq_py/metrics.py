@@ -174,18 +174,9 @@ class _RequestCollector:
     def collect(self):
         created = getattr(_prom_metrics, "_use_created", True)
         m = self._m
-        req = Metric("elasticmq_requests", "SQS requests by action and outcome", "counter")
-        for (action, outcome), (n, t) in list(m._requests.items()):
-            req.add_sample("elasticmq_requests_total", {"action": action, "outcome": outcome}, float(n))
-            if created:
-                req.add_sample("elasticmq_requests_created", {"action": action, "outcome": outcome}, t)
-        yield req
-        err = Metric("elasticmq_errors", "SQS error responses by code", "counter")
-        for (action, code), (n, t) in list(m._errors.items()):
-            err.add_sample("elasticmq_errors_total", {"action": action, "code": code}, float(n))
-            if created:
-                err.add_sample("elasticmq_errors_created", {"action": action, "code": code}, t)
-        yield err
+        yield _counter("elasticmq_requests", "SQS requests by action and outcome", ("action", "outcome"),
+                       m._requests, created)
+        yield _counter("elasticmq_errors", "SQS error responses by code", ("action", "code"), m._errors, created)
         lat = Metric("elasticmq_request_seconds", "SQS request latency by action", "histogram")
         for action, h in list(m._latency.items()):
             acc = 0.0
@@ -235,3 +226,14 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _counter(name: str, doc: str, labels: tuple[str, str], counts: dict, created: bool) -> Metric:
+    """A labelled counter family from ``{(label values): (count, created time)}``."""
+    fam = Metric(name, doc, "counter")
+    for key, (n, t) in list(counts.items()):
+        values = dict(zip(labels, key))
+        fam.add_sample(f"{name}_total", values, float(n))
+        if created:
+            fam.add_sample(f"{name}_created", values, t)
+    return fam

@@ -58,14 +58,7 @@ def _send_entry(e) -> Out:
 
 
 def _send_batch_entry(e) -> Out:
-    d: Out = {"Id": e.id, "MessageId": e.message_id, "MD5OfMessageBody": e.md5_of_body}
-    if e.md5_of_message_attributes is not None:
-        d["MD5OfMessageAttributes"] = e.md5_of_message_attributes
-    if e.md5_of_message_system_attributes is not None:
-        d["MD5OfMessageSystemAttributes"] = e.md5_of_message_system_attributes
-    if e.sequence_number is not None:
-        d["SequenceNumber"] = e.sequence_number
-    return d
+    return {"Id": e.id, **_send_entry(e)}
 
 
 def _message(m: r.ReceivedMessage) -> Out:

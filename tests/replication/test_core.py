@@ -110,6 +110,25 @@ class Net:
         return {self.cores[n].storage.digest() for n in (names or self.cores) if n not in self.down}
 
 
+def _serving_with_queue() -> "Net":
+    """Three members, n1 serving epoch 1, queue "q" created everywhere."""
+    net = Net(NAMES)
+    net.view("n1", 1)
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    net.settle(3)
+    return net
+
+
+def _fill_past_the_log(net: "Net") -> None:
+    """Queue "q" and 598 sends through n1, flushed one by one: a small log is trimmed."""
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    for i in range(2, 600):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}" + "x" * 100), i)
+        net.handle("n1", net.cores["n1"].flush(net.now()))
+        net.run()
+
+
 def test_a_master_serves_only_after_syncing_with_a_majority():
     net = Net(NAMES)
     net.down = {"n2", "n3"}
@@ -133,11 +152,7 @@ def test_a_joiner_behind_the_log_gets_a_transfer_while_the_master_keeps_serving(
     net.down = {"n3"}
     net.view("n1", 1, ("n1", "n2"))
     net.settle(3)
-    net.execute("n1", CreateQueue(NS, "q"), 1)
-    for i in range(2, 600):
-        net.execute("n1", SendMessage(NS.key("q"), f"m{i}" + "x" * 100), i)
-        net.handle("n1", net.cores["n1"].flush(net.now()))
-        net.run()
+    _fill_past_the_log(net)
     assert net.cores["n1"].log.first_seq > 1, "the log was trimmed: a joiner cannot replay it"
     net.down = set()
     net.view("n1", 1, NAMES)
@@ -156,11 +171,7 @@ def test_a_joiner_behind_the_log_gets_a_transfer_while_the_master_keeps_serving(
 
 
 def test_a_deposed_masters_unacknowledged_tail_is_reset_by_transfer():
-    net = Net(NAMES)
-    net.view("n1", 1)
-    net.settle(3)
-    net.execute("n1", CreateQueue(NS, "q"), 1)
-    net.settle(3)
+    net = _serving_with_queue()
     # n1 is cut off and executes operations nobody acknowledges
     net.down = {"n1"}
     for i in range(2, 10):
@@ -222,11 +233,7 @@ def test_a_restarted_replica_keeps_its_transfer_when_the_view_arrives_late():
     net = Net(NAMES, log_limit=20_000, chunk_records=50)
     net.view("n1", 1)
     net.settle(3)
-    net.execute("n1", CreateQueue(NS, "q"), 1)
-    for i in range(2, 600):
-        net.execute("n1", SendMessage(NS.key("q"), f"m{i}" + "x" * 100), i)
-        net.handle("n1", net.cores["n1"].flush(net.now()))
-        net.run()
+    _fill_past_the_log(net)
     assert net.cores["n1"].log.first_seq > 1
     fresh = net.add("n3")
     net.handle("n1", net.cores["n1"].on_peer("n3", False, net.now()))
@@ -252,11 +259,7 @@ def test_a_member_restarted_empty_does_not_count_in_the_sync_quorum():
     # Bug 1 of the simulator (sim/README.md): "kept" is acknowledged by the majority {n1, n2}
     # while n3 is cut off. n1 then restarts empty and n2 goes away: n3 and the empty n1 are a
     # majority of members, but neither holds "kept". n3 must not serve before n2 answers.
-    net = Net(NAMES)
-    net.view("n1", 1)
-    net.settle(3)
-    net.execute("n1", CreateQueue(NS, "q"), 1)
-    net.settle(3)
+    net = _serving_with_queue()
     net.down = {"n3"}
     net.execute("n1", SendMessage(NS.key("q"), "kept"), 2)
     net.settle(3)
