@@ -254,9 +254,9 @@ class ReplicationCore:
             self.role = REPLICA
             self.replica_core = self._new_applier()
         if self.replica_core is not None:
-            if not self.amnesiac:
-                return self.replica_core.on_frame(sender, frame, now_ms)
             out = self.replica_core.on_frame(sender, frame, now_ms)
+            if not self.amnesiac:
+                return out
             applier = self.replica_core
             if t is SyncRequest:
                 out = [Send(a.to, replace(a.frame, amnesiac=True))

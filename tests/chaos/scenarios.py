@@ -357,16 +357,20 @@ def bridge(run: Run) -> None:
     run.hold(cut + hold - time.time())
 
 
-@scenario("ring", nodes=5)
-def ring(run: Run) -> None:
-    """Five nodes in a majorities ring: each sees only its two neighbours (a majority, never the same one)."""
-    c = run.c
+def _ring_plan(run: Run, hold_s: float, hold_range: tuple[float, float]) -> tuple[list[str], str, float]:
+    """A ring's node order (shuffled on long schedules), cut mode and hold, drawn in that order."""
     order = list(run.names)
     if run.long:
         run.rng.shuffle(order)
     run.params[run.prefix + "order"] = order
-    mode = run.cut_mode("refuse")
-    hold = run.draw("hold_s", 5, (4, 12))
+    return order, run.cut_mode("refuse"), run.draw("hold_s", hold_s, hold_range)
+
+
+@scenario("ring", nodes=5)
+def ring(run: Run) -> None:
+    """Five nodes in a majorities ring: each sees only its two neighbours (a majority, never the same one)."""
+    c = run.c
+    order, mode, hold = _ring_plan(run, 5, (4, 12))
     run.phase("fault")
     c.ring(order, mode)
     run.note("", "partition", f"majorities ring {order} ({mode})")
@@ -377,12 +381,7 @@ def ring(run: Run) -> None:
 def one_way_ring(run: Run) -> None:
     """A ring of one-way cuts (n1->n2, n2->n3, n3->n1): no pair can complete a round trip, so nobody may succeed."""
     c = run.c
-    order = list(run.names)
-    if run.long:
-        run.rng.shuffle(order)
-    run.params[run.prefix + "order"] = order
-    mode = run.cut_mode("refuse")
-    hold = run.draw("hold_s", 4, (3, 10))
+    order, mode, hold = _ring_plan(run, 4, (3, 10))
     run.phase("fault")
     c.one_way_ring(order, mode)
     cut = run.note("", "partition", f"one-way ring {order} ({mode})")
