@@ -32,6 +32,7 @@ failover <= 1 s median.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import http.client
 import json
@@ -970,16 +971,20 @@ def _print(report: dict) -> None:
 
 
 def run(quick: bool = False, parts: tuple[str, ...] = ("throughput", "failover", "transfer"), log=print,
-        keep: Path | None = None) -> dict:
-    """``keep``: run in this folder and leave the nodes' logs and histories there."""
+        keep: Path | None = None, transfer_messages: int | None = None) -> dict:
+    """``keep``: run in this folder and leave the nodes' logs and histories there.
+    ``transfer_messages``: part 3's state size instead of the default (to study a transfer)."""
+    sizes = Sizes.of(quick)
+    if transfer_messages:
+        sizes = dataclasses.replace(sizes, transfer_messages=transfer_messages)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        return _run(quick, parts, log, keep)
+        return _run(sizes, quick, parts, log, keep)
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as d:
-        return _run(quick, parts, log, Path(d))
+        return _run(sizes, quick, parts, log, Path(d))
 
 
-def _run(quick: bool, parts: tuple[str, ...], log, tmp: Path) -> dict:
+def _run(sizes: Sizes, quick: bool, parts: tuple[str, ...], log, tmp: Path) -> dict:
     from tests.cluster.harness import PORT_SLOT_ENV
     from tests.cluster.servers import ServerCluster
 
@@ -987,7 +992,6 @@ def _run(quick: bool, parts: tuple[str, ...], log, tmp: Path) -> dict:
     # workers' slots) or the chaos runner (slot 6) for the same ones.
     os.environ.setdefault(PORT_SLOT_ENV, "7")
 
-    sizes = Sizes.of(quick)
     env: dict[str, Any] = {"cpus": os.cpu_count(), "loadavg_before": _loadavg(),
                            "background_busy_pct": _background_busy()}
     log(f"replication bench: {'quick; ' if quick else ''}before starting, the machine was busy "
@@ -1059,8 +1063,10 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", help="write the whole report here as JSON")
     ap.add_argument("--keep", help="run in this folder and keep the nodes' logs and histories")
+    ap.add_argument("--transfer-messages", type=int, help="part 3's state size (default 1,000,000; quick 100,000)")
     a = ap.parse_args()
-    rep = run(quick=a.quick, parts=tuple(a.parts), keep=Path(a.keep) if a.keep else None)
+    rep = run(quick=a.quick, parts=tuple(a.parts), keep=Path(a.keep) if a.keep else None,
+              transfer_messages=a.transfer_messages)
     if a.out:
         Path(a.out).write_text(json.dumps(rep, indent=1, default=str) + "\n")
     print(json.dumps(rep["goals"], indent=1))

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--account-id", help="account id in queue URLs and ARNs (default 000000000000)")
     s.add_argument("--region", help="region for requests without a SigV4 scope (default us-east-1)")
     s.add_argument("--limits", choices=["strict", "relaxed"], help="SQS limits profile (default strict)")
+    s.add_argument("--gc", choices=["managed", "default"],
+                   help="Python's cycle collector: managed keeps its pauses short however much is "
+                        "stored (elasticmq_py/gcpolicy.py); default leaves it as Python runs it "
+                        "(default managed)")
     s.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     s.add_argument("--print-port", action="store_true",
                    help="print the bound port on stdout once listening (for --port 0)")
@@ -115,6 +119,7 @@ def _secret_args(p: argparse.ArgumentParser) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from elasticmq_py.clustered import ClusterStartError
+    from elasticmq_py.gcpolicy import GcPolicy
     from elasticmq_py.server import Server
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -124,18 +129,24 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         base = Config.from_toml(args.config) if args.config else Config()
         config = base.with_overrides(host=args.host, port=args.port, account_id=args.account_id,
-                                     region=args.region, limits=args.limits)
+                                     region=args.region, limits=args.limits, gc=args.gc)
     except (ConfigError, ValueError) as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 2
     server = Server(config=config)
+
+    async def start() -> None:
+        await server.start_async()
+        if config.gc == "managed":
+            # a process of our own: its collector may be run for short pauses (gcpolicy.py)
+            GcPolicy().install()
 
     def started() -> None:
         if args.print_port:
             print(server.port, flush=True)
 
     try:
-        asyncio.run(run_until_signalled(server.start_async, server.stop_async, started))
+        asyncio.run(run_until_signalled(start, server.stop_async, started))
     except KeyboardInterrupt:
         pass
     except ConfigError as e:

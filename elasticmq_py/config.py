@@ -9,6 +9,9 @@ The file (all keys optional)::
     limits = "strict"            # or "relaxed"
     node-name = "local"
     public-host = "sqs.local:9324"   # host:port in queue URLs for requests without a Host header
+    gc = "managed"               # or "default": how `elasticmq-py serve` runs Python's cycle
+                                 # collector (elasticmq_py/gcpolicy.py); an embedded Server never
+                                 # touches its host program's
 
     # ElasticMQ's queues {} block: created at start-up, dead-letter queues first.
     [queues.orders]
@@ -81,6 +84,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9324  # ElasticMQ's
 
 
+GC_MODES = ("managed", "default")
+
+
 class ConfigError(ValueError):
     pass
 
@@ -115,9 +121,12 @@ class Config:
     # Sources allowed to call the mutating admin routes (POST/DELETE /cluster/...): addresses or
     # networks. They also need the cluster secret in the X-Cluster-Secret header.
     admin_from: tuple[str, ...] = ("127.0.0.1/32", "::1/128")
+    gc: str = "managed"
 
     def __post_init__(self) -> None:
         by_name(self.limits)  # raises on an unknown profile
+        if self.gc not in GC_MODES:
+            raise ConfigError(f"gc: {self.gc!r} is not one of {', '.join(GC_MODES)}")
         for net in self.admin_from:
             try:
                 ipaddress.ip_network(net, strict=False)
@@ -160,6 +169,7 @@ class Config:
             limits=top.str("limits", "strict"),
             node_name=top.str("node-name", "local"),
             public_host=top.str("public-host", None),
+            gc=top.str("gc", "managed"),
             queues=tuple(_creation_order(queues)),
         )
         top.done()

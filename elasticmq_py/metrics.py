@@ -8,7 +8,7 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import metrics as _prom_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,6 +34,32 @@ class _QueueCollector:
         yield g
         yield GaugeMetricFamily("elasticmq_waiting_receives", "Long-polling receives parked now",
                                 value=self._waiting())
+
+
+class _GcCollector:
+    """The managed collector's turns (elasticmq_py/gcpolicy.py), when this process runs one."""
+
+    def collect(self):
+        from elasticmq_py.gcpolicy import installed
+        policy = installed()
+        if policy is None:
+            return
+        st = policy.stats
+        yield CounterMetricFamily("elasticmq_gc_turns", "Collect-and-freeze turns of the managed collector",
+                                  value=st.turns)
+        yield CounterMetricFamily("elasticmq_gc_reclaims", "Full collections of everything, frozen objects included",
+                                  value=st.reclaims)
+        yield CounterMetricFamily("elasticmq_gc_reclaims_skipped",
+                                  "Turns when a full collection was due but too many objects were frozen",
+                                  value=policy.reclaims_skipped)
+        yield CounterMetricFamily("elasticmq_gc_collected_objects", "Objects the managed turns found unreachable",
+                                  value=st.collected)
+        yield CounterMetricFamily("elasticmq_gc_pause_seconds", "Time spent in the managed turns",
+                                  value=st.pause_total_s)
+        yield GaugeMetricFamily("elasticmq_gc_pause_max_seconds", "The longest managed turn so far",
+                                value=st.pause_max_s)
+        yield GaugeMetricFamily("elasticmq_gc_frozen_objects", "Objects frozen out of collections",
+                                value=st.frozen)
 
 
 class _ClusterCollector:
@@ -202,6 +228,7 @@ class Metrics:
         self._latency: dict[str, _Latency] = {}
         self.registry.register(_RequestCollector(self))
         self.registry.register(_QueueCollector(stats, waiting))
+        self.registry.register(_GcCollector())
         if cluster is not None:
             self.registry.register(_ClusterCollector(cluster))
             self.registry.register(_ReplicationCollector(cluster))
