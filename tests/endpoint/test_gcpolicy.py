@@ -23,23 +23,31 @@ from tests.endpoint.conftest import ServerProcess
 
 def test_core_collects_young_until_a_reclaim_is_due():
     core = GcCore(GcSettings(reclaim_every=60.0, reclaim_below=1000), now=0.0)
-    assert core.turn(1.0, frozen=10) == CollectYoung()
-    assert core.turn(59.9, frozen=10) == CollectYoung()
-    assert core.turn(60.0, frozen=10) == Reclaim()
-    # the next one is due a whole period after the last reclaim
-    assert core.turn(61.0, frozen=10) == CollectYoung()
-    assert core.turn(120.0, frozen=10) == Reclaim()
-    assert core.skipped == 0
+    counted = []
+
+    def frozen() -> int:
+        counted.append(1)
+        return 10
+
+    assert core.turn(1.0, frozen) == CollectYoung()
+    assert core.turn(59.9, frozen) == CollectYoung()
+    assert counted == []            # counting walks every frozen object: only when due
+    assert core.turn(60.0, frozen) == Reclaim()
+    # the next one is due a whole period after the last check
+    assert core.turn(61.0, frozen) == CollectYoung()
+    assert core.turn(120.0, frozen) == Reclaim()
+    assert len(counted) == 2 and core.skipped == 0
 
 
-def test_core_skips_reclaims_while_too_much_is_frozen_and_reclaims_once_it_shrinks():
+def test_core_skips_reclaims_while_too_much_is_frozen_checking_once_a_period():
     core = GcCore(GcSettings(reclaim_every=10.0, reclaim_below=1000), now=0.0)
-    assert core.turn(10.0, frozen=1001) == CollectYoung()
-    assert core.turn(11.0, frozen=5000) == CollectYoung()
-    assert core.skipped == 2
-    # still due (no reclaim happened): the first turn with a small frozen set reclaims
-    assert core.turn(12.0, frozen=1000) == Reclaim()
-    assert core.turn(13.0, frozen=10) == CollectYoung()
+    sizes = iter([5000, 1000])
+    assert core.turn(10.0, lambda: next(sizes)) == CollectYoung()
+    assert core.skipped == 1 and core.frozen == 5000
+    # not counted again before another period has passed
+    assert core.turn(11.0, lambda: 1 / 0) == CollectYoung()
+    assert core.turn(20.0, lambda: next(sizes)) == Reclaim()
+    assert core.skipped == 1
 
 
 # Run in a child: a big acyclic "store", the policy installed on a loop, allocation churn.
@@ -59,7 +67,9 @@ _CHILD = textwrap.dedent('''
 
     async def main():
         store = [{"id": i, "body": "x" * 10, "attrs": [i]} for i in range(300_000)]  # tracked, acyclic
-        policy = GcPolicy(GcSettings(interval=3600, reclaim_every=10**9, reclaim_below=10**9))
+        now = [0.0]
+        policy = GcPolicy(GcSettings(interval=3600, reclaim_every=60.0, reclaim_below=10**9),
+                          clock=lambda: now[0])
         policy.install()
         frozen_at_install = policy.stats.frozen
         full.clear()   # install's own collection, and the interpreter's while the store was built
@@ -90,7 +100,7 @@ _CHILD = textwrap.dedent('''
         turn()
         frozen_cycle_kept = old() is not None
         # ...and a reclaim (everything unfrozen, collected in full) takes it
-        policy._core.settings = GcSettings(reclaim_every=0.0, reclaim_below=10**9)
+        now[0] = 60.0    # a reclaim is due now
         turn()
         reclaimed = old() is None
         stats = policy.stats
