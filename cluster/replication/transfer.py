@@ -167,9 +167,7 @@ class TransferReceiver:
         except CodecError as err:
             return [Rejected(sender, f"undecodable snapshot chunk {chunk.index}: {err}")]
         assert self.staging is not None
-        apply = self.staging.apply
-        for r in records:
-            apply(r)
+        self.staging.apply_many(records)
         self.received_records += len(records)
         self.received_bytes += len(chunk.records)
         self.expected += 1
