@@ -40,7 +40,7 @@ from pysyncobj.config import FAIL_REASON
 
 from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
 from cluster.history import HistoryWriter
-from cluster.lease import VoteGuard
+from cluster.lease import VoteGuard, may_campaign
 from cluster.membership import (CANDIDATE, FOLLOWER, LEADER, ActivityChanged, DeliverView, GateOpened,
                                 LeaseAck, MembershipCore, ProposeView, RaftSample, Record, StepDown, View,
                                 ViewCommitted, accept_view)
@@ -113,6 +113,7 @@ class MembershipNode:
         # deposed the healthy master and won, and then had to pull the whole state before
         # anyone could be served (pysyncobj has no pre-vote). It still votes.
         self._may_stand = may_stand
+        self._withheld: str | None = None   # why standing is off now (logged on change)
         self._on_raft_thread: collections.deque[Callable[[], None]] = collections.deque()
         self._stopped = False
         self._journal = self._dump = None
@@ -329,13 +330,21 @@ class MembershipNode:
             self._handle(sample)
 
     def _on_tick(self) -> None:
-        if self._may_stand is not None and self._so is not None:
+        so = self._so
+        if so is not None:
             try:
-                if not self._may_stand():
+                why = self._withhold_campaign(so)
+                if why is not None:
                     # pysyncobj's election timer: pushed past the next tick while standing is off
-                    self._so._SyncObj__raftElectionDeadline = time.monotonic() + self.config.timing.election_max
+                    so._SyncObj__raftElectionDeadline = time.monotonic() + self.config.timing.election_max
+                if why != self._withheld:
+                    if why is not None:
+                        log.info("not standing for election: %s", why)
+                    elif self._withheld is not None:
+                        log.info("may stand for election again")
+                    self._withheld = why
             except Exception:
-                log.exception("may_stand check failed")
+                log.exception("campaign check failed")
         while self._on_raft_thread:
             try:
                 self._on_raft_thread.popleft()()
@@ -344,6 +353,15 @@ class MembershipNode:
         sample = self._sample()
         if sample is not None:
             self._handle(sample)
+
+    def _withhold_campaign(self, so: SyncObj) -> str | None:
+        """Why this node must not stand for election now, or None."""
+        if self._may_stand is not None and not self._may_stand():
+            return "a state transfer is bringing this node up"
+        if self._transport is not None and not may_campaign(
+                self._transport.heard_ago(), len(so.otherNodes) + 1, self.config.timing.connection_timeout):
+            return "no majority of the members heard from (pre-vote)"
+        return None
 
     def _on_lease_ack(self, peer: str, term: int, stamp: float, now: float) -> None:
         self._handle(LeaseAck(now, peer, term, stamp))

@@ -445,6 +445,11 @@ class ClusterTransport(Transport):
                 if stamp is not None:
                     self.send(link.node, {"type": "_lease_ack", "term": term, "ls": stamp})
 
+    def heard_ago(self) -> dict[str, float]:
+        """Per peer, seconds since the last frame arrived on the connection it dialled to us."""
+        now = self._clock()
+        return {name: now - c.last_rx for name, c in self._in_by_peer.items() if c.state == "up"}
+
     # -- diagnostics -------------------------------------------------------------------------------------
 
     def _auth_failed(self, where: str) -> None:

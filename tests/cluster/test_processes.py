@@ -81,12 +81,36 @@ def test_partition_master_in_minority_then_heal(make_cluster):
     s = c.status(old)
     assert s is not None and s["active"] is False
     assert set(s["view"]["members"]) == {"n1", "n2", "n3"}  # the minority cannot install views
+    term = c.status(new)["term"]
+    time.sleep(4 * c.timing.election_max)   # the minority's election timers fire again and again
+    assert c.status(old)["term"] <= term, "the cut-off old master stood for election (no pre-vote)"
     c.heal_all()
     final = c.wait_for("one view with everyone", c.stable_master(members={"n1", "n2", "n3"}), 15)
-    assert final != old or True  # no failback is promised either way; the view must just be whole
+    # pre-vote (cluster/lease.py may_campaign): the old master never raised its term while cut
+    # off, so rejoining deposes nobody
+    assert final == new
+    assert c.status(new)["term"] == term
     deact = [e["ts"] for e in _events(c, old, "deactivated") if e["ts"] >= cut_at]
     act_new = [e["ts"] for e in _events(c, new, "activated") if e["ts"] >= cut_at]
     assert deact and act_new and deact[0] < act_new[0]
+
+
+def test_an_isolated_replica_rejoins_without_deposing_the_master(make_cluster):
+    c = make_cluster(["n1", "n2", "n3"], proxied=True)
+    c.start_all()
+    master = c.wait_for("first master", c.stable_master(members={"n1", "n2", "n3"}), 15)
+    term = c.status(master)["term"]
+    replica = next(n for n in c.names if n != master)
+    cut_at = time.time()
+    c.isolate(replica)
+    rest = {n for n in c.names if n != replica}
+    c.wait_for("the master's view without the replica", c.stable_master(among=[master], members=rest), 10)
+    time.sleep(6 * c.timing.election_max)   # many election timeouts on the cut-off replica
+    assert c.status(replica)["term"] == term, "the cut-off replica stood for election"
+    c.heal_all()
+    c.wait_for("the replica back in the master's view", c.stable_master(among=[master], members=set(c.names)), 15)
+    assert c.status(master)["term"] == term
+    assert not [e for e in _events(c, master, "deactivated") if e["ts"] >= cut_at]
 
 
 def test_wrong_secret_is_refused(make_cluster):
