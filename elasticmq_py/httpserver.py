@@ -107,6 +107,10 @@ class HttpProtocol(asyncio.Protocol):
         self._queue.clear()
         if self._task is not None and not self._task.done():
             self._task.cancel()  # a parked long poll lets go of its waiter
+        # The parser holds this protocol as its callbacks object: without breaking that cycle a
+        # closed connection waits for the cycle collector, which on a served node may have
+        # frozen it (elasticmq_py/gcpolicy.py) and keeps it until the store is small again.
+        self.parser = None  # type: ignore[assignment]  # data_received is guarded by _closing
 
     def data_received(self, data: bytes) -> None:
         if self._closing:

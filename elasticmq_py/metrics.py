@@ -58,7 +58,8 @@ class _GcCollector:
                                   value=st.pause_total_s)
         yield GaugeMetricFamily("elasticmq_gc_pause_max_seconds", "The longest managed turn so far",
                                 value=st.pause_max_s)
-        yield GaugeMetricFamily("elasticmq_gc_frozen_objects", "Objects frozen out of collections",
+        yield GaugeMetricFamily("elasticmq_gc_frozen_objects",
+                                "Objects frozen out of collections, as last counted (once per reclaim period)",
                                 value=st.frozen)
 
 

@@ -162,3 +162,48 @@ def test_serve_runs_the_policy_unless_told_not_to(mode):
         assert m["elasticmq_gc_frozen_objects"] > 0
     else:
         assert m == {}
+
+
+def test_a_closed_connection_is_freed_by_reference_counting():
+    """What the policy relies on: a connection's objects form no cycle once it is closed, so a
+    long-lived (hence frozen) connection is still freed when it closes. (The parser holding
+    its protocol as callbacks was such a cycle: 3,000 connections held open past a turn kept
+    ~6 MB alive on a node storing 300k messages.)"""
+    import asyncio
+    import gc
+
+    from storage import ManualClock
+    from storage.commands import CreateQueue, Namespace
+
+    from elasticmq_py.backend import LocalBackend
+    from elasticmq_py.endpoint import Endpoint
+    from elasticmq_py.httpserver import HttpProtocol
+    from tests.endpoint.test_fuzz import FakeTransport
+
+    loop = asyncio.new_event_loop()
+    backend = LocalBackend(ManualClock())
+    backend._loop = loop
+    backend.execute_now(CreateQueue(Namespace(), "q1"))
+    endpoint = Endpoint(backend)
+    request = (b"POST / HTTP/1.1\r\nHost: h\r\nX-Amz-Target: AmazonSQS.ListQueues\r\n"
+               b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 2\r\n\r\n{}")
+
+    def live() -> int:
+        return sum(1 for o in gc.get_objects() if type(o) is HttpProtocol)
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = live()
+        for _ in range(200):
+            t = FakeTransport()
+            p = HttpProtocol(endpoint, max_body=4096)
+            p.connection_made(t)
+            p.data_received(request)
+            assert t.out.startswith(b"HTTP/1.1 200")
+            p.connection_lost(None)
+            del p, t
+        assert live() == before
+    finally:
+        gc.enable()
+        loop.close()
