@@ -90,7 +90,6 @@ class GcStats:
     collected: int = 0             # objects the policy's collections found unreachable
     pause_max_s: float = 0.0       # the longest of the policy's own collections
     pause_total_s: float = 0.0
-    last_pause_s: float = 0.0
     frozen: int = 0                # objects in the permanent generation, as last counted
 
 
@@ -123,7 +122,7 @@ class GcPolicy:
         return self
 
     def uninstall(self) -> None:
-        """Give the collector back its defaults (tests; a stopping server)."""
+        """Give the collector back its defaults (for tests: a served node keeps it to the end)."""
         global _installed
         if self._handle is not None:
             self._handle.cancel()
@@ -159,7 +158,6 @@ class GcPolicy:
         gc.freeze()
         pause = time.perf_counter() - t
         s.turns += 1
-        s.last_pause_s = pause
         s.pause_total_s += pause
         s.pause_max_s = max(s.pause_max_s, pause)
         if type(action) is Reclaim:
