@@ -22,6 +22,7 @@ once. Ack policy: the cluster's, unless the queue carries the tag ``elasticmq-py
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import replace
@@ -123,9 +124,20 @@ class ReplicatedStorage:
     def execute(self, command: Command, policy: AckPolicy | None = None, *,
                 map_error: Callable[[OutcomeUnknown], BaseException] | None = None,
                 on_ok: Callable[[], None] | None = None) -> "asyncio.Future[Any]":
-        """A future of the command's result; raises NotServing / Throttled / SqsError at once.
-        It fails with OutcomeUnknown (or what ``map_error`` makes of it) when the policy cannot
-        be met; ``on_ok`` runs just before it succeeds.
+        """``execute_then`` as a future of the command's result; NotServing / Throttled /
+        SqsError are raised at once."""
+        fut = asyncio.get_running_loop().create_future()
+        self.execute_then(command, functools.partial(settle, fut), policy, map_error=map_error, on_ok=on_ok)
+        return fut
+
+    def execute_then(self, command: Command, done: Callable[[Any, BaseException | None], None],
+                     policy: AckPolicy | None = None, *,
+                     map_error: Callable[[OutcomeUnknown], BaseException] | None = None,
+                     on_ok: Callable[[], None] | None = None) -> None:
+        """Execute ``command`` here and call ``done(result, None)`` once its ack policy is met,
+        or ``done(None, error)`` with OutcomeUnknown (or what ``map_error`` makes of it) when it
+        cannot be; at most once, maybe before this returns. ``on_ok`` runs just before success.
+        Raises NotServing / Throttled / SqsError at once, when nothing was executed.
 
         Every operation goes through the stream, those without mutations too: a FIFO send that
         deduplication turns into a no-op answers with a message only this master may hold yet,
@@ -138,23 +150,19 @@ class ReplicatedStorage:
         if policy is None:
             policy = self._policy_for(command)
         result, mutations = self.storage.execute(command)   # SqsError: nothing happened
-        fut = asyncio.get_running_loop().create_future()
         if mutations:
             self._executed(command)
 
-        def done(err: BaseException | None) -> None:
-            if fut.done():
-                return
+        def met(err: BaseException | None) -> None:
             if err is None:
                 if on_ok is not None:
                     on_ok()
-                fut.set_result(result)
+                done(result, None)
                 return
             unknown = err if isinstance(err, OutcomeUnknown) else OutcomeUnknown(str(err))
-            fut.set_exception(map_error(unknown) if map_error is not None else unknown)
+            done(None, map_error(unknown) if map_error is not None else unknown)
 
-        self.stream.submit_then(self.stream.next_op_id(), mutations, policy, done)
-        return fut
+        self.stream.submit_then(self.stream.next_op_id(), mutations, policy, met)
 
     def unavailable_reason(self) -> str:
         view = self.membership.view
@@ -276,3 +284,13 @@ class ReplicatedStorage:
         if self.history is not None:
             # started_ms is the monotonic clock's: meaningless to a reader of another process
             self.history.write(event.replace("-", "_"), now, **{k: v for k, v in fields.items() if k != "started_ms"})
+
+
+def settle(fut: "asyncio.Future[Any]", result: Any, err: BaseException | None) -> None:
+    """An ``execute_then`` callback that completes ``fut`` (unless it was cancelled meanwhile)."""
+    if fut.done():
+        return
+    if err is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(err)

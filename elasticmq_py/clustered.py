@@ -18,9 +18,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from storage import Storage
 from storage.commands import Command, QueueKey, Tick
@@ -28,7 +29,7 @@ from storage.errors import REQUEST_THROTTLED, SERVICE_UNAVAILABLE, SqsError
 
 from cluster.config import NodeConfig, NodeSpec
 from cluster.history import HistoryWriter
-from cluster.replicated import ReplicatedStorage, Throttled
+from cluster.replicated import ReplicatedStorage, Throttled, settle
 from cluster.replication.runtime import NotServing, OutcomeUnknown
 from cluster.runtime import BindError
 
@@ -67,65 +68,60 @@ class ClusterBackend:
     # -- the Backend interface ---------------------------------------------------------------
 
     def execute(self, command: Command) -> asyncio.Future:
-        fut = self._execute(command)
-        if self._history is not None and type(command) is not Tick:
-            self._record_op(command, fut, time.time())
+        fut = (self._loop or asyncio.get_running_loop()).create_future()
+        self.execute_then(command, functools.partial(settle, fut))
         return fut
 
-    def _record_op(self, command: Command, fut: asyncio.Future, started: float) -> None:
+    def execute_then(self, command: Command, done: Callable[[Any, BaseException | None], None]) -> None:
+        """Run ``command``; ``done(result, None)`` once it is answerable, ``done(None, error)``
+        with the SqsError a client should see otherwise (at once when it was refused)."""
+        if self._history is not None and type(command) is not Tick:
+            started = time.time()
+
+            def finish(result: Any, err: BaseException | None) -> None:
+                self._record_op(command, started, err)
+                done(result, err)
+        else:
+            finish = done
+        r = self.replicated
+        try:
+            if r is None:
+                raise NotServing(f"Node {self.name} is not running.")
+            r.execute_then(command, finish, map_error=self._unknown_outcome, on_ok=self._wake)
+        except NotServing as e:
+            finish(None, SERVICE_UNAVAILABLE(f"{e} The request was not executed; retry."))
+        except Throttled as e:
+            finish(None, REQUEST_THROTTLED(f"Request is throttled: {e}."))
+        except SqsError as e:
+            finish(None, e)
+
+    def _record_op(self, command: Command, started: float, err: BaseException | None) -> None:
         """The history's `op` line: what this node did for a client, and how it ended."""
         queue = getattr(command, "queue", None)
         fields = {"action": type(command).__name__, "queue": queue.name if queue is not None else None}
-
-        def done(f: asyncio.Future) -> None:
-            err = f.exception()
-            if err is None:
-                outcome = "ok"
-            elif isinstance(err, SqsError):
-                outcome = "unknown" if isinstance(err, UnknownOutcome) else "failed"
-                fields["error"] = err.code
-            else:
-                outcome, fields["error"] = "failed", type(err).__name__
-            h = self._history
-            if h is not None:
-                h.write("op", started, flush=False, outcome=outcome, completed=round(time.time(), 6), **fields)
-                if not self._history_flush:
-                    self._history_flush = True
-                    asyncio.get_running_loop().call_soon(self._flush_history)
-
-        if fut.done():
-            done(fut)
+        if err is None:
+            outcome = "ok"
+        elif isinstance(err, SqsError):
+            outcome = "unknown" if isinstance(err, UnknownOutcome) else "failed"
+            fields["error"] = err.code
         else:
-            fut.add_done_callback(done)
+            outcome, fields["error"] = "failed", type(err).__name__
+        h = self._history
+        if h is not None:
+            h.write("op", started, flush=False, outcome=outcome, completed=round(time.time(), 6), **fields)
+            if not self._history_flush:
+                self._history_flush = True
+                (self._loop or asyncio.get_running_loop()).call_soon(self._flush_history)
 
     def _flush_history(self) -> None:
         self._history_flush = False
         if self._history is not None:
             self._history.flush()
 
-    def _execute(self, command: Command) -> asyncio.Future:
-        r = self.replicated
-        try:
-            if r is None:
-                raise NotServing(f"Node {self.name} is not running.")
-            fut = r.execute(command, map_error=self._unknown_outcome, on_ok=self._wake)
-        except NotServing as e:
-            return self._failed(SERVICE_UNAVAILABLE(f"{e} The request was not executed; retry."))
-        except Throttled as e:
-            return self._failed(REQUEST_THROTTLED(f"Request is throttled: {e}."))
-        except SqsError as e:
-            return self._failed(e)
-        return fut
-
     @staticmethod
     def _unknown_outcome(err: OutcomeUnknown) -> UnknownOutcome:
         return UnknownOutcome(SERVICE_UNAVAILABLE,
             f"The outcome of the request is unknown: {err}. It may or may not have taken effect; retry.")
-
-    def _failed(self, err: Exception) -> asyncio.Future:
-        fut = (self._loop or asyncio.get_running_loop()).create_future()
-        fut.set_exception(err)
-        return fut
 
     def _wake(self) -> None:
         # Long polls re-check on any completed change. Cheap when nobody waits (the common case
@@ -267,3 +263,4 @@ class ClusterBackend:
                 pass    # lost mastership meanwhile, or a replica lags: tick again later
             except Exception:
                 log.exception("replicated storage tick failed")
+

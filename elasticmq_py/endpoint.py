@@ -1,8 +1,9 @@
 """One request in, one response out, independent of the HTTP stack.
 
-``Endpoint.handle`` returns either an ``HttpResponse`` (almost always: the local backend answers
-at once) or an awaitable of one (a long poll, or a backend that waits for replicas). The glue
-only awaits in the second case, which keeps the common path free of task creation.
+``Endpoint.handle`` returns an ``HttpResponse`` (almost always on a single node: the local backend
+answers at once), a ``Reply`` (a backend that answers by callback: the cluster's master, once
+replicas acknowledged), or an awaitable of one (a long poll, or a backend that only offers
+futures). The glue only makes a task in the last case, which keeps the common paths free of it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.addressing import base_url, region_from_headers
 from elasticmq_py.protocol.model import sqs_model
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
+from elasticmq_py.reply import Reply
 
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
@@ -60,11 +62,13 @@ class Endpoint:
         local = (getattr(type(backend), "execute", None) is LocalBackend.execute
                  and "execute" not in getattr(backend, "__dict__", {}))
         self._execute_now = backend.execute_now if local else None
+        # A backend that can answer by callback (the cluster member) is answered through a Reply.
+        self._execute_then = None if local else getattr(backend, "execute_then", None)
         self._namespaces: dict[str, Namespace] = {}      # region -> Namespace (a frozen dataclass)
 
     # -- entry points ------------------------------------------------------------------------
 
-    def handle(self, req: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+    def handle(self, req: HttpRequest) -> HttpResponse | Reply | Awaitable[HttpResponse]:
         if req.method == "GET" and req.path in _ADMIN:
             return _ADMIN[req.path](self, req)
         if req.path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
@@ -79,7 +83,7 @@ class Endpoint:
                     req.headers, SERVICE_UNAVAILABLE(msg)))
         return self._sqs(req)
 
-    def handle_forwarded(self, req: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+    def handle_forwarded(self, req: HttpRequest) -> HttpResponse | Reply | Awaitable[HttpResponse]:
         """A request another member forwarded to us (the master): never forwarded again."""
         return self._sqs(req)
 
@@ -120,6 +124,11 @@ class Endpoint:
                 if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
                     return self._ok(call, result, ctx)
                 return self._guard(call, self._wait(call, command, None, ctx, result))
+            execute_then = self._execute_then
+            if execute_then is not None:
+                reply = Reply()
+                execute_then(command, lambda result, err: self._answer(reply, call, command, ctx, result, err))
+                return reply.response or reply   # answered at once (a refusal, say): no callback
             pending = self.backend.execute(command)
             if pending.done():
                 result = pending.result()
@@ -159,6 +168,23 @@ class Endpoint:
             ns = self._namespaces[region] = Namespace(region, self.config.account_id)
         ctx = RequestContext(ns, base_url(headers, self.config.fallback_host), call.request_id)
         return requests.to_command(call.action, params, ctx), ctx
+
+    def _answer(self, reply: Reply, call: "_Call", command: Command, ctx: RequestContext, result,
+                err: BaseException | None) -> None:
+        """The backend's callback: render the result (or the error) into ``reply``."""
+        try:
+            if err is not None:
+                raise err
+            if isinstance(command, ReceiveMessage) and self._should_wait(command, result):
+                reply.follow(self._guard(call, self._wait(call, command, None, ctx, result)),
+                             lambda: self._error(call, INTERNAL_ERROR("We encountered an internal error. Please try again.")))
+                return
+            resp = self._ok(call, result, ctx)
+        except SqsError as e:
+            resp = self._error(call, e)
+        except Exception:
+            resp = self._internal_error(call)
+        reply.set(resp)
 
     @staticmethod
     def _should_wait(command: ReceiveMessage, result: ReceiveMessageResult) -> bool:

@@ -27,6 +27,7 @@ from cluster.replication.messages import Forward, ForwardReply
 from cluster.replication.transport import PeerEvent
 
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
+from elasticmq_py.reply import Reply
 
 if TYPE_CHECKING:
     from cluster.replicated import ReplicatedStorage
@@ -174,6 +175,9 @@ class Forwarder:
         resp = self.endpoint.handle_forwarded(req)
         if isinstance(resp, HttpResponse):
             self._reply(sender, frame.request_id, resp)
+        elif type(resp) is Reply:
+            rid = frame.request_id
+            resp.then(lambda r: self._reply(sender, rid, r))
         else:
             asyncio.ensure_future(self._finish(sender, frame.request_id, resp))
 

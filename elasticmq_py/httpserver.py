@@ -26,6 +26,7 @@ from storage.errors import SqsError, invalid_parameter
 from elasticmq_py.endpoint import Endpoint
 from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
+from elasticmq_py.reply import Reply
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class HttpProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self._queue: deque[tuple[HttpRequest, bool]] = deque()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task | Reply | None = None   # the answer being waited for
         self._closing = False
         self._paused_writing = False
         self._peer: str | None = None
@@ -216,20 +217,30 @@ class HttpProtocol(asyncio.Protocol):
             out = self.endpoint.reject(req.headers, perr.BAD_REQUEST("Internal error."))
         if isinstance(out, HttpResponse):
             self._write(out, keep_alive)
+        elif type(out) is Reply:
+            self._task = out
+            out.then(lambda resp, ka=keep_alive: self._replied(resp, ka))
         else:
             self._task = asyncio.ensure_future(out)
             self._task.add_done_callback(lambda t, ka=keep_alive: self._done(t, ka))
 
     def _done(self, task: asyncio.Task, keep_alive: bool) -> None:
-        self._task = None
         if task.cancelled() or self._closing:
+            self._task = None
             return
         exc = task.exception()
         if exc is not None:
+            self._task = None
             log.error("unhandled error in a waiting request", exc_info=exc)
             self._write(self.endpoint.reject({}, perr.BAD_REQUEST("Internal error.")), False)
             return
-        self._write(task.result(), keep_alive)
+        self._replied(task.result(), keep_alive)
+
+    def _replied(self, resp: HttpResponse, keep_alive: bool) -> None:
+        self._task = None
+        if self._closing:
+            return
+        self._write(resp, keep_alive)
         while self._queue and self._task is None and not self._closing:
             req, ka = self._queue.popleft()
             self._dispatch(req, ka)

@@ -1,0 +1,197 @@
+"""Answers by callback (elasticmq_py/reply.py): the path of a cluster master's replicated writes.
+
+The backend here answers on a later loop turn, as the master does once replicas acknowledged;
+the cluster tests drive the same path with real processes."""
+
+import asyncio
+import json
+
+import pytest
+
+from storage.commands import CreateQueue, Namespace, SendMessage
+from storage.errors import SERVICE_UNAVAILABLE, SqsError
+
+from cluster.clock import SystemClock
+from elasticmq_py.backend import LocalBackend
+from elasticmq_py.endpoint import Endpoint
+from elasticmq_py.httpserver import serve
+from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
+from elasticmq_py.reply import Reply
+
+
+class LaterBackend(LocalBackend):
+    """Executes at once, answers through ``execute_then`` on the next loop turn."""
+
+    def __init__(self, fail: SqsError | None = None) -> None:
+        super().__init__(SystemClock())
+        self.fail = fail
+        self.callbacks = 0
+
+    def execute(self, command):   # overridden: the endpoint must not take the synchronous path
+        return super().execute(command)
+
+    def execute_then(self, command, done) -> None:
+        self.callbacks += 1
+        if self.fail is not None:
+            done(None, self.fail)
+            return
+        try:
+            result = self.execute_now(command)
+        except SqsError as e:
+            asyncio.get_running_loop().call_soon(done, None, e)
+            return
+        asyncio.get_running_loop().call_soon(done, result, None)
+
+
+def request(action: str, **params) -> HttpRequest:
+    return HttpRequest("POST", "/", b"", {"x-amz-target": f"AmazonSQS.{action}", "host": "localhost:9324"},
+                       json.dumps(params).encode())
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_reply_hands_over_once_whether_set_before_or_after():
+    got = []
+    early = Reply()
+    early.set(HttpResponse(200, (), b"a"))
+    early.set(HttpResponse(500, (), b"ignored"))
+    early.then(got.append)
+    late = Reply()
+    late.then(got.append)
+    assert not late.done()
+    late.set(HttpResponse(200, (), b"b"))
+    assert [r.body for r in got] == [b"a", b"b"] and late.done()
+
+    cancelled = Reply()
+    cancelled.then(got.append)
+    cancelled.cancel()
+    cancelled.set(HttpResponse(200, (), b"c"))
+    assert len(got) == 2 and cancelled.done() and cancelled.response is None
+
+
+def test_follow_takes_the_task_result_or_the_fallback():
+    async def main():
+        async def ok():
+            await asyncio.sleep(0)
+            return HttpResponse(200, (), b"later")
+
+        async def broken():
+            raise RuntimeError("bug")
+
+        got = []
+        a, b = Reply(), Reply()
+        a.then(got.append)
+        b.then(got.append)
+        a.follow(ok(), lambda: HttpResponse(500, (), b"fallback"))
+        b.follow(broken(), lambda: HttpResponse(500, (), b"fallback"))
+        await asyncio.sleep(0.01)
+        assert sorted(r.body for r in got) == [b"fallback", b"later"]
+
+        c = Reply()
+        c.follow(asyncio.sleep(10), lambda: HttpResponse(500, (), b"x"))
+        c.cancel()
+        await asyncio.sleep(0.01)
+        assert c.response is None
+
+    run(main())
+
+
+def test_endpoint_answers_a_callback_backend_through_a_reply():
+    async def main():
+        backend = LaterBackend()
+        endpoint = Endpoint(backend)
+        backend.execute_now(CreateQueue(Namespace(), "q"))
+        out = endpoint.handle(request("SendMessage", QueueUrl="q", MessageBody="hello"))
+        assert isinstance(out, Reply) and not out.done()
+        await asyncio.sleep(0)
+        assert out.response.status == 200 and "MessageId" in json.loads(out.response.body)
+
+        missing = endpoint.handle(request("SendMessage", QueueUrl="nope", MessageBody="x"))
+        await asyncio.sleep(0)
+        assert missing.response.status == 400
+        assert json.loads(missing.response.body)["__type"].endswith("QueueDoesNotExist")
+        assert backend.callbacks == 2
+
+    run(main())
+
+
+def test_an_error_given_at_once_is_answered_without_waiting():
+    async def main():
+        endpoint = Endpoint(LaterBackend(fail=SERVICE_UNAVAILABLE("not the master; retry")))
+        out = endpoint.handle(request("SendMessage", QueueUrl="q", MessageBody="x"))
+        assert isinstance(out, HttpResponse) and out.status == 503
+        assert json.loads(out.body)["__type"] == "com.amazonaws.sqs#ServiceUnavailable"
+        assert dict(out.headers)["X-Amzn-Query-Error"] == "ServiceUnavailable;Receiver"
+
+    run(main())
+
+
+def test_long_poll_after_a_callback_answer_continues_and_can_be_cancelled():
+    async def main():
+        backend = LaterBackend()
+        await backend.start()
+        endpoint = Endpoint(backend)
+        backend.execute_now(CreateQueue(Namespace(), "lp"))
+        woken = endpoint.handle(request("ReceiveMessage", QueueUrl="lp", WaitTimeSeconds=5))
+        dropped = endpoint.handle(request("ReceiveMessage", QueueUrl="lp", WaitTimeSeconds=20))
+        await asyncio.sleep(0.05)
+        assert not woken.done() and backend.waiters.count() == 2
+        dropped.cancel()                  # its client went away
+        await asyncio.sleep(0.01)
+        assert backend.waiters.count() == 1
+        backend.execute_now(SendMessage(Namespace().key("lp"), "m"))
+        for _ in range(100):
+            if woken.done():
+                break
+            await asyncio.sleep(0.01)
+        assert json.loads(woken.response.body)["Messages"][0]["Body"] == "m"
+        await backend.stop()
+
+    run(main())
+
+
+def _http(action: str, **params) -> bytes:
+    body = json.dumps(params).encode()
+    return (f"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AmazonSQS.{action}\r\n"
+            f"Content-Type: application/x-amz-json-1.0\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+@pytest.mark.parametrize("pipelined", [1, 5])
+def test_http_connection_writes_callback_answers_in_order(pipelined):
+    async def main():
+        backend = LaterBackend()
+        await backend.start()
+        endpoint = Endpoint(backend)
+        backend.execute_now(CreateQueue(Namespace(), "q"))
+        server = await serve(endpoint, "127.0.0.1", 0, 1 << 20)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"".join(_http("SendMessage", QueueUrl="q", MessageBody=f"m{i}") for i in range(pipelined)))
+            writer.write(_http("ReceiveMessage", QueueUrl="q", MaxNumberOfMessages=10))
+            await writer.drain()
+            bodies = []
+            for _ in range(pipelined + 1):
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                assert head.startswith(b"HTTP/1.1 200")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                bodies.append(json.loads(await reader.readexactly(length)))
+            assert all("MessageId" in b for b in bodies[:-1])
+            assert sorted(m["Body"] for m in bodies[-1]["Messages"]) == [f"m{i}" for i in range(pipelined)]
+
+            # a client that leaves while its long poll waits: the waiter goes with it
+            backend.execute_now(CreateQueue(Namespace(), "empty"))
+            writer.write(_http("ReceiveMessage", QueueUrl="empty", WaitTimeSeconds=20))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            assert backend.waiters.count() == 1
+            writer.transport.abort()
+            await asyncio.sleep(0.05)
+            assert backend.waiters.count() == 0
+        finally:
+            await server.close()
+            await backend.stop()
+
+    run(main())
+
