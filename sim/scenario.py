@@ -77,7 +77,7 @@ class Scenario:
     fifo_groups: int
     base_delay_ms: tuple[float, float]   # normal one-way latency, uniform in [lo, hi]
     log_limit_bytes: int             # replication log bound (small: lagging replicas need a transfer)
-    chunk_records: int               # snapshot chunk size
+    chunk_records: int               # snapshot chunk size, in records (a record: a queue or <= 64 messages)
     bugs: tuple[str, ...] = ()
     crash_policy: str = "any"        # when the nemesis may crash a node: see World._may_crash
 
@@ -142,7 +142,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
         faults=tuple(schedule), clients=rng.choice((2, 3, 3, 4)), think_ms=rng.choice((50.0, 100.0, 200.0)),
         mix=mix, fifo_groups=rng.choice((1, 2, 3)), base_delay_ms=(lo, lo * rng.choice((2.0, 5.0, 10.0))),
         log_limit_bytes=rng.choice((64 * 1024 * 1024, 64 * 1024, 8 * 1024)),
-        chunk_records=rng.choice((2000, 200, 20)), bugs=tuple(sorted(bugs)), crash_policy=crash_policy)
+        chunk_records=rng.choice((200, 8, 1)), bugs=tuple(sorted(bugs)), crash_policy=crash_policy)
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:

@@ -133,6 +133,7 @@ TAGS: Mapping[int, type] = types.MappingProxyType({
     31: _m.QueueRestored,
     32: _m.StorageRestored,
     33: _m.MessageRestored,
+    34: _m.MessagesRestored,
     # 48-95: commands
     48: _c.CreateQueue,
     49: _c.DeleteQueue,

@@ -42,7 +42,7 @@ from storage.limits import STRICT, Limits
 from storage.model import Message, Queue
 from storage.mutations import (
     AttemptEntry, AttemptRecorded, DedupEntry, MessageAdded, MessageChanged, MessageDeleted,
-    MessageRecord, MessageRestored, MoveTaskRecord, MoveTaskUpdated, Mutation, Pruned, QueueCreated,
+    MessageRecord, MessageRestored, MessagesRestored, MoveTaskRecord, MoveTaskUpdated, Mutation, Pruned, QueueCreated,
     QueueDeleted, QueuePurged, QueueRestored, QueueUpdated, StorageRestored, TombstoneCleared,
 )
 from storage.queue_config import (
@@ -72,6 +72,10 @@ PERMISSION_ACTIONS = frozenset((
     "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues", "PurgeQueue",
     "ListQueueTags", "SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"))
 MAX_PERMISSION_ACTIONS = 7
+# A snapshot's messages go out in groups (MessagesRestored) of at most this many, or as soon as
+# their bodies reach this size: small enough that one group never makes a big frame alone.
+SNAPSHOT_GROUP_MESSAGES = 64
+SNAPSHOT_GROUP_BYTES = 64 * 1024
 _NO_NAMES: frozenset[str] = frozenset()
 REMOVABLE_ATTRIBUTES = frozenset(("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"))
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
@@ -169,6 +173,7 @@ class Storage:
             AttemptRecorded: self._apply_attempt_recorded, Pruned: self._apply_pruned,
             MoveTaskUpdated: self._apply_move_task_updated, QueueRestored: self._apply_queue_restored,
             MessageRestored: self._apply_message_restored, StorageRestored: self._apply_storage_restored,
+            MessagesRestored: self._apply_messages_restored,
         }
 
     # --- the state machine interface ---------------------------------------------------------
@@ -1007,6 +1012,21 @@ class Storage:
         if rec.sequence_number is not None and rec.sequence_number >= q.next_sequence:
             q.next_sequence = rec.sequence_number + 1
 
+    def _apply_messages_restored(self, m: MessagesRestored) -> None:
+        q = self._queues.get(m.qid)
+        if q is None:
+            return
+        messages, insert, now = q.messages, q.insert, self._now
+        purged_below, next_sequence = q.purged_below, q.next_sequence
+        for rec in m.messages:
+            if rec.message_id in messages or rec.serial < purged_below:
+                continue
+            insert(Message(rec), now)
+            seq = rec.sequence_number
+            if seq is not None and seq >= next_sequence:
+                next_sequence = seq + 1
+        q.next_sequence = next_sequence
+
     def _apply_message_changed(self, m: MessageChanged) -> None:
         q = self._queues.get(m.qid)
         msg = q.messages.get(m.message_id) if q is not None else None
@@ -1100,12 +1120,23 @@ class Storage:
             # skipped on replay as already covered.
             header, ids = self._queue_record(q), list(q.messages)
             yield header
+            group: list[MessageRecord] = []
+            size = 0
             for mid in ids:
                 if self._queues.get(qid) is not q:
+                    group = []
                     break
                 msg = q.messages.get(mid)
                 if msg is not None:
-                    yield MessageRestored(qid, msg.record())
+                    rec = msg.record()
+                    group.append(rec)
+                    size += len(rec.body)
+                    # Each group is read at one instant, like a single record: no yield inside.
+                    if len(group) >= SNAPSHOT_GROUP_MESSAGES or size >= SNAPSHOT_GROUP_BYTES:
+                        yield MessagesRestored(qid, tuple(group))
+                        group, size = [], 0
+            if group:
+                yield MessagesRestored(qid, tuple(group))
 
     def snapshot(self) -> list[Mutation]:
         return list(self.iter_snapshot())

@@ -8,7 +8,7 @@ later change to an entity carries that entity's next ``version``. A mutation who
 serial the replica has already passed is a no-op, and so is one for an entity it never had.
 
 The snapshot is written as a stream of these records too (``StorageRestored``,
-``QueueRestored`` and ``MessageRestored``), so one codec carries both the replication stream and state transfer.
+``QueueRestored`` and ``MessagesRestored``), so one codec carries both the replication stream and state transfer.
 """
 
 from __future__ import annotations
@@ -208,6 +208,18 @@ class MessageRestored:
 
 
 @record
+class MessagesRestored:
+    """Messages of one queue as a snapshot saw them, each restored like a ``MessageRestored``.
+
+    A snapshot sends its messages in these groups rather than one record each: a state transfer
+    of a million messages spent a sixth of its time on both ends wrapping, tagging, dispatching
+    and unwrapping one record per message."""
+
+    qid: int
+    messages: tuple[MessageRecord, ...]
+
+
+@record
 class StorageRestored:
     """Storage-wide counters and the tombstones of recently deleted queues."""
 
@@ -218,5 +230,5 @@ class StorageRestored:
 Mutation = (
     QueueCreated | QueueUpdated | QueueDeleted | TombstoneCleared | QueuePurged | MessageAdded
     | MessageChanged | MessageDeleted | AttemptRecorded | Pruned | MoveTaskUpdated
-    | QueueRestored | MessageRestored | StorageRestored
+    | QueueRestored | MessageRestored | StorageRestored | MessagesRestored
 )

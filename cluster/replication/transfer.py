@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from storage import Storage
 from storage.codec import CodecError, decode_many, encode_many
+from storage.mutations import MessagesRestored
 
 from cluster.replication.log import ReplicationLog
 from cluster.replication.messages import Action, Rejected, Send, SnapshotAck, SnapshotChunk
@@ -48,8 +49,9 @@ class TransferSender:
         self._new_id = new_id
         self._storage = storage
         self._log = log
-        # the first chunk is small (its record size is unknown yet); later ones adapt to bytes
-        self.chunk_records = min(chunk_records, 256)
+        # The first chunk is small (its record size is unknown yet: a record is a queue or a
+        # group of up to 64 KiB of messages); later ones adapt to bytes.
+        self.chunk_records = min(chunk_records, 4)
         self.max_chunk_records = chunk_records
         # Chunks are bounded in bytes too (aiming at chunk_bytes, adapted from the last chunk's
         # bytes per record): 2,000 records of 1 KB messages made 2 MB frames, a window of 16 MB,
@@ -92,12 +94,12 @@ class TransferSender:
             blob = encode_many(batch)
             if batch:
                 per_record = max(1, len(blob) // len(batch))
-                self.chunk_records = max(16, min(self.max_chunk_records, self.chunk_bytes // per_record))
+                self.chunk_records = max(1, min(self.max_chunk_records, self.chunk_bytes // per_record))
             chunk = SnapshotChunk(self.epoch, self.transfer_id, self._next_index, self.at_seq, self.at_epoch,
                                   blob, self._exhausted)
             self._next_index += 1
             self._unacked.append(chunk)
-            self.sent_records += len(batch)
+            self.sent_records += _messages_in(batch)
             self.sent_bytes += len(blob)
             out.append(Send(self.replica, chunk))
             max_chunks -= 1
@@ -168,7 +170,7 @@ class TransferReceiver:
             return [Rejected(sender, f"undecodable snapshot chunk {chunk.index}: {err}")]
         assert self.staging is not None
         self.staging.apply_many(records)
-        self.received_records += len(records)
+        self.received_records += _messages_in(records)
         self.received_bytes += len(chunk.records)
         self.expected += 1
         if chunk.last:
@@ -184,3 +186,9 @@ class TransferReceiver:
         self.transfer_id = None
         self.expected = 0
         return staging, done.at_seq, done.at_epoch
+
+
+def _messages_in(records: list) -> int:
+    """What operators count as a transfer's records: one per message (a MessagesRestored group
+    counts its messages) and one per other record (a queue, the storage-wide counters)."""
+    return sum(len(r.messages) if type(r) is MessagesRestored else 1 for r in records)

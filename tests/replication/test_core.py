@@ -148,7 +148,7 @@ def test_a_master_serves_only_after_syncing_with_a_majority():
 
 
 def test_a_joiner_behind_the_log_gets_a_transfer_while_the_master_keeps_serving():
-    net = Net(NAMES, log_limit=20_000, chunk_records=50)
+    net = Net(NAMES, log_limit=20_000, chunk_records=1)   # one 64-message group per chunk: ~10 chunks
     net.down = {"n3"}
     net.view("n1", 1, ("n1", "n2"))
     net.settle(3)
@@ -222,7 +222,7 @@ def test_planted_bugs_are_named_and_checked():
 
 
 def _messages(storage: Storage):
-    return [rec.message for rec in storage.iter_snapshot() if type(rec).__name__ == "MessageRestored"]
+    return [m for rec in storage.iter_snapshot() if type(rec).__name__ == "MessagesRestored" for m in rec.messages]
 
 
 def test_a_restarted_replica_keeps_its_transfer_when_the_view_arrives_late():
@@ -230,7 +230,7 @@ def test_a_restarted_replica_keeps_its_transfer_when_the_view_arrives_late():
     # membership delivers the view; the transfer starts at once. When the view then arrives it
     # names the very master and epoch the transfer comes from: dropping the half-restored
     # staging there made every such transfer start over (chaos reset-transfer saw it).
-    net = Net(NAMES, log_limit=20_000, chunk_records=50)
+    net = Net(NAMES, log_limit=20_000, chunk_records=1)   # one 64-message group per chunk: ~10 chunks
     net.view("n1", 1)
     net.settle(3)
     _fill_past_the_log(net)

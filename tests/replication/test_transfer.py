@@ -156,8 +156,9 @@ def test_a_large_state_moves_in_bounded_steps():
         s.run.execute(SendMessageBatch(STD, entries))
     s.record()
     window = 4
+    # 4 records a chunk: 4 groups of 64 messages, ~80 chunks
     s.sender = TransferSender("j", 1, itertools.count(1).__next__, s.run.master, s.log, s.clock.now_ms(),
-                              chunk_records=400, window=window)
+                              chunk_records=4, window=window)
     largest_call = calls = 0
 
     def counted(actions: list) -> list:

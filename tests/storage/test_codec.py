@@ -122,7 +122,7 @@ PINNED = {
     20: "QueueCreated", 21: "QueueUpdated", 22: "QueueDeleted", 23: "TombstoneCleared",
     24: "QueuePurged", 25: "MessageAdded", 26: "MessageChanged", 27: "MessageDeleted",
     28: "AttemptRecorded", 29: "Pruned", 30: "MoveTaskUpdated", 31: "QueueRestored",
-    32: "StorageRestored", 33: "MessageRestored",
+    32: "StorageRestored", 33: "MessageRestored", 34: "MessagesRestored",
     48: "CreateQueue", 49: "DeleteQueue", 50: "GetQueueUrl", 51: "ListQueues",
     52: "GetQueueAttributes", 53: "SetQueueAttributes", 54: "PurgeQueue", 55: "TagQueue",
     56: "UntagQueue", 57: "ListQueueTags", 58: "AddPermission", 59: "RemovePermission",
