@@ -263,4 +263,3 @@ class ClusterBackend:
                 pass    # lost mastership meanwhile, or a replica lags: tick again later
             except Exception:
                 log.exception("replicated storage tick failed")
-

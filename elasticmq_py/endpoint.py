@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
 
 JSON, QUERY = "json", "query"
+_INTERNAL_MESSAGE = "We encountered an internal error. Please try again."
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,8 @@ class Endpoint:
             if execute_then is not None:
                 reply = Reply()
                 execute_then(command, lambda result, err: self._answer(reply, call, command, ctx, result, err))
-                return reply.response or reply   # answered at once (a refusal, say): no callback
+                # answered at once (a refusal, say): no callback needed
+                return reply.response if reply.response is not None else reply
             pending = self.backend.execute(command)
             if pending.done():
                 result = pending.result()
@@ -177,7 +179,7 @@ class Endpoint:
                 raise err
             if isinstance(command, ReceiveMessage) and self._should_wait(command, result):
                 reply.follow(self._guard(call, self._wait(call, command, None, ctx, result)),
-                             lambda: self._error(call, INTERNAL_ERROR("We encountered an internal error. Please try again.")))
+                             lambda: self._error(call, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
                 return
             resp = self._ok(call, result, ctx)
         except SqsError as e:
@@ -240,7 +242,7 @@ class Endpoint:
     def _internal_error(self, call: "_Call") -> HttpResponse:
         # a bug, in storage or here: logged with its traceback, never shown to the client
         log.exception("internal error handling %s", call.action)
-        return self._error(call, INTERNAL_ERROR("We encountered an internal error. Please try again."))
+        return self._error(call, INTERNAL_ERROR(_INTERNAL_MESSAGE))
 
 
 @dataclass(slots=True)
