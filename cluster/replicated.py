@@ -41,7 +41,7 @@ from cluster.history import HistoryWriter
 from cluster.membership import View
 from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy
-from cluster.replication.runtime import NotServing, OutcomeUnknown, StreamNode
+from cluster.replication.runtime import NotServing, OutcomeUnknown, StreamNode, settle
 from cluster.runtime import MembershipNode
 
 log = logging.getLogger("cluster.replicated")
@@ -285,12 +285,3 @@ class ReplicatedStorage:
             # started_ms is the monotonic clock's: meaningless to a reader of another process
             self.history.write(event.replace("-", "_"), now, **{k: v for k, v in fields.items() if k != "started_ms"})
 
-
-def settle(fut: "asyncio.Future[Any]", result: Any, err: BaseException | None) -> None:
-    """An ``execute_then`` callback that completes ``fut`` (unless it was cancelled meanwhile)."""
-    if fut.done():
-        return
-    if err is None:
-        fut.set_result(result)
-    else:
-        fut.set_exception(err)

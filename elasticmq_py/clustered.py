@@ -29,8 +29,8 @@ from storage.errors import REQUEST_THROTTLED, SERVICE_UNAVAILABLE, SqsError
 
 from cluster.config import NodeConfig, NodeSpec
 from cluster.history import HistoryWriter
-from cluster.replicated import ReplicatedStorage, Throttled, settle
-from cluster.replication.runtime import NotServing, OutcomeUnknown
+from cluster.replicated import ReplicatedStorage, Throttled
+from cluster.replication.runtime import NotServing, OutcomeUnknown, settle
 from cluster.runtime import BindError
 
 from elasticmq_py.backend import LocalBackend, cancel_and_wait

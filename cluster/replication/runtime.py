@@ -171,7 +171,7 @@ class StreamNode:
         """Replicate ``mutations`` (already applied here); the Future resolves (to None) when
         ``policy`` (default: the node's) is met, or fails with OutcomeUnknown (MasterChanged)."""
         fut = asyncio.get_running_loop().create_future()
-        self.submit_then(op_id, mutations, policy, functools.partial(_resolve, fut))
+        self.submit_then(op_id, mutations, policy, functools.partial(settle, fut, None))
         return fut
 
     def submit_then(self, op_id: int, mutations: Sequence, policy: AckPolicy | None,
@@ -302,11 +302,13 @@ class StreamNode:
             done(err)
 
 
-def _resolve(fut: asyncio.Future, err: BaseException | None) -> None:
+def settle(fut: asyncio.Future, result: Any, err: BaseException | None) -> None:
+    """Complete ``fut`` from a callback's outcome (``result``, or the error), unless it was
+    cancelled meanwhile."""
     if fut.done():
         return
     if err is None:
-        fut.set_result(None)
+        fut.set_result(result)
     else:
         fut.set_exception(err)
         # the caller may have given up waiting: do not warn about an unretrieved error
