@@ -1004,13 +1004,8 @@ class Storage:
             q.add(m.message, m.dedup, self._now)
 
     def _apply_message_restored(self, m: MessageRestored) -> None:
-        q = self._queues.get(m.qid)
-        rec = m.message
-        if q is None or rec.message_id in q.messages or rec.serial < q.purged_below:
-            return
-        q.insert(Message(rec), self._now)
-        if rec.sequence_number is not None and rec.sequence_number >= q.next_sequence:
-            q.next_sequence = rec.sequence_number + 1
+        # an older sender's one-message record (snapshots now send MessagesRestored groups)
+        self._apply_messages_restored(MessagesRestored(m.qid, (m.message,)))
 
     def _apply_messages_restored(self, m: MessagesRestored) -> None:
         q = self._queues.get(m.qid)
