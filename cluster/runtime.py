@@ -97,6 +97,10 @@ class MembershipNode:
         self._wall = wall
         t = config.timing
         self._lock = threading.RLock()
+        # `active` is asked on every client operation. Between two events only the clock can end
+        # activity (at the lease's expiry), so a yes is remembered with that deadline and read
+        # without the lock; every event forgets it before it touches the core.
+        self._active_until = float("-inf")
         self._core = MembershipCore(self.name, t, frozenset(required_gates),
                                     configured=frozenset(config.cluster.names))
         self._guard = VoteGuard(t.vote_guard, started_at=clock(), startup_quiet=t.election_max)
@@ -204,8 +208,14 @@ class MembershipNode:
 
     @property
     def active(self) -> bool:
+        if self._clock() < self._active_until:
+            return True
         with self._lock:
-            return self._core.evaluate(self._clock())[0]
+            core = self._core
+            active = core.evaluate(self._clock())[0]
+            if active:
+                self._active_until = core.lease_expiry()  # type: ignore[assignment]
+            return active
 
     @property
     def epoch(self) -> int | None:
@@ -389,6 +399,7 @@ class MembershipNode:
 
     def _handle(self, event: Any) -> None:
         with self._lock:
+            self._active_until = float("-inf")
             actions = self._core.handle(event)
             for a in actions:
                 self._do(a)
