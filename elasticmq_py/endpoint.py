@@ -124,7 +124,7 @@ class Endpoint:
                 result = execute_now(command)
                 if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
                     return self._ok(call, result, ctx)
-                return self._guard(call, self._wait(call, command, None, ctx, result))
+                return self._guarded_wait(call, command, None, ctx, result)
             execute_then = self._execute_then
             if execute_then is not None:
                 reply = Reply()
@@ -136,7 +136,7 @@ class Endpoint:
                 result = pending.result()
                 if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
                     return self._ok(call, result, ctx)
-            return self._guard(call, self._wait(call, command, pending, ctx))
+            return self._guarded_wait(call, command, pending, ctx)
         except SqsError as e:
             return self._error(call, e)
         except Exception:
@@ -178,7 +178,7 @@ class Endpoint:
             if err is not None:
                 raise err
             if isinstance(command, ReceiveMessage) and self._should_wait(command, result):
-                reply.follow(self._guard(call, self._wait(call, command, None, ctx, result)),
+                reply.follow(self._guarded_wait(call, command, None, ctx, result),
                              lambda: self._error(call, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
                 return
             resp = self._ok(call, result, ctx)
@@ -211,9 +211,13 @@ class Endpoint:
             result = await self.backend.execute(command)
         return self._ok(call, result, ctx)
 
-    async def _guard(self, call: "_Call", work: Awaitable[HttpResponse]) -> HttpResponse:
+    async def _guarded_wait(self, call: "_Call", command: Command, pending, ctx: RequestContext,
+                            result=None) -> HttpResponse:
+        """``_wait``, its errors answered. ``_wait``'s coroutine is made only once this one runs:
+        made up front, it was never awaited when the connection closed before the Task's first
+        step (the Task cancelled), and Python warned about it."""
         try:
-            return await work
+            return await self._wait(call, command, pending, ctx, result)
         except SqsError as e:
             return self._error(call, e)
         except Exception:

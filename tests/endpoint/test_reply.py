@@ -195,3 +195,39 @@ def test_http_connection_writes_callback_answers_in_order(pipelined):
 
     run(main())
 
+
+
+@pytest.mark.parametrize("backend", [LocalBackend, LaterBackend], ids=["synchronous", "callback"])
+def test_a_long_poll_dropped_before_it_starts_leaves_no_unawaited_coroutine(backend):
+    """A long poll's Task cancelled before its first step (the client went away at once): its
+    inner coroutine must not be left behind never awaited (Python warns at collection)."""
+    import gc
+    import warnings
+
+    async def main():
+        ep = Endpoint(backend(SystemClock()) if backend is LocalBackend else backend())
+        created = ep.handle(request("CreateQueue", QueueName="q"))
+        if type(created) is Reply:
+            answered = asyncio.get_running_loop().create_future()
+            created.then(answered.set_result)
+            created = await answered
+        url = json.loads(created.body)["QueueUrl"]
+        out = ep.handle(request("ReceiveMessage", QueueUrl=url, WaitTimeSeconds=5))
+        if type(out) is Reply:
+            # One turn: the backend's callback finds no message and the long poll follows as a
+            # Task, whose first step comes after this coroutine's.
+            await asyncio.sleep(0)
+            assert not out.done() and out._task is not None
+            out.cancel()
+        else:
+            task = asyncio.ensure_future(out)
+            task.cancel()                 # before its first step, as httpserver does on close
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        await asyncio.sleep(0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(main())
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
