@@ -672,10 +672,12 @@ del _tag
 # --- columnar layout ----------------------------------------------------------------------------
 #
 # A state transfer is mostly MessagesRestored groups of up to 64 messages. Sent row by row, each
-# message is a 21-item array, and unpacking plus checking plus building it was 3.2 us of the
-# joiner's 6.5 us per message. Sent column by column, a field that is the same for the whole
-# group (most of them: no attributes, no receipt, no group, version 0...) is sent once, so the
-# frame is ~4x smaller and the joiner unpacks only the fields that vary.
+# message is a 21-item array, and unpacking, checking and building it took the joiner 3.2 us per
+# message (in isolation, of 6.5 us in all); column by column, 2.1 us. A field that is the same
+# for the whole group (most of them: no attributes, no receipt, no group, version 0...) is sent
+# once, and the joiner unpacks only the fields that vary. Frames shrink by ~15% with distinct
+# 100-byte bodies, ~4x when bodies repeat. A folded value is shared by every element it stands
+# for, mappings included: records are immutable, and nothing mutates their mappings.
 #
 #     [tag, head fields..., n, column_0, ..., column_k]
 #
@@ -754,7 +756,7 @@ def _builder(cls: type) -> Callable[..., Any]:
 
 def _make_columnar_decoder(cls: type, tag: int) -> Callable[[list], Any]:
     head, _last, elem = _columnar_parts(cls)
-    names, hints, _ = _schema(cls)
+    _names, hints, _ = _schema(cls)
     head_convs = [_conv_for(hints[h], cls) for h in head]
     elem_names, elem_hints, elem_required = _schema(elem)
     elem_convs = [_conv_for(elem_hints[m], elem) for m in elem_names]
