@@ -168,7 +168,13 @@ class ReplicationCore:
         rec = self.receiver
         keep = rec is not None and master != self.name and rec.master == master and rec.epoch == epoch
         self.master, self.epoch, self.members = master, epoch, members
-        self.senders.clear()
+        # A member the new master asked for its snapshot (TransferRequest, while syncing) may hear
+        # that request before membership delivers the view naming that master: the transfer is
+        # for this very view and must go on. Dropping it left the master waiting for chunks nobody
+        # would resend (the simulator, seed 26490, under a 10%-lossy network). Any other transfer
+        # belongs to a view that has ended.
+        self.senders = {to: s for to, s in self.senders.items()
+                        if to == master != self.name and s.epoch == epoch}
         if not keep:
             self.receiver = None
         self.sync = None
@@ -179,7 +185,9 @@ class ReplicationCore:
                                                 limits=self.limits, configured=self.configured)
             self.sync = SyncCoordinator(self.name, epoch, members, self.storage, self.log,
                                         retry_ms=self.sync_retry_ms, configured=self.configured,
-                                        amnesiac=self.amnesiac)
+                                        amnesiac=self.amnesiac,
+                                        # a few of the holder's own resend periods
+                                        transfer_retry_ms=4 * self.transfer_settings.resend_after_ms)
             out.append(Note("sync-started", {"epoch": epoch, "members": list(members),
                                              "last_seq": self.log.last_seq, "last_epoch": self.log.last_epoch}))
             if "skip-sync" in self.bugs:
@@ -411,6 +419,8 @@ class ReplicationCore:
         if chunk.index == 0 and chunk.transfer_id != rec.transfer_id:
             self._receive_started = now_ms
         out = rec.on_chunk(sender, chunk)
+        if self.sync is not None:
+            self.sync.chunk_arrived(now_ms)
         taken = rec.take()
         if taken is None:
             return out

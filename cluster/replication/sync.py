@@ -15,7 +15,7 @@ Sans-I/O, run by the new master of ``epoch`` before it opens the membership laye
 3. If the new master is behind the truth, it fetches the missing entries from its holder,
    checking first that its own last entry is on the truth's history (same written_epoch at the
    same seq). If it is not, or the holder no longer has the entries, it takes the holder's
-   snapshot instead (``TransferFrom``).
+   snapshot instead (``TransferFrom``), asked for again if no chunk comes for a while.
    A member that restarted with empty memory (``SyncStatus.amnesiac``) lost what it acknowledged,
    so the intersection argument does not hold for it: its answer is recorded but does not count
    towards the majority, unless every configured member has answered (then nothing is missing
@@ -71,7 +71,7 @@ class SyncCoordinator:
 
     def __init__(self, self_name: str, epoch: int, members: tuple[str, ...], storage: Storage,
                  log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300, configured: int = 0,
-                 amnesiac: bool = False):
+                 amnesiac: bool = False, transfer_retry_ms: int = 4_000):
         self.self_name = self_name
         self.epoch = epoch
         self.members = tuple(sorted(members))
@@ -96,6 +96,11 @@ class SyncCoordinator:
         self._verified = log.last_seq == 0
         self._fetch_until = 0
         self._progress_ms = 0
+        # The holder's sender resends lost chunks itself, but a transfer can still stall: the
+        # holder dropped its sender, or our request was lost. Without a chunk for this long,
+        # the snapshot is asked for again.
+        self.transfer_retry_ms = transfer_retry_ms
+        self._transfer_progress_ms = 0
 
     def _own(self) -> Position:
         return Position(self.log.last_seq, self.log.last_epoch, self.log.first_seq)
@@ -145,8 +150,7 @@ class SyncCoordinator:
             return self._maybe_decide(now_ms)
         if self.state == self.FETCHING and sender == self.truth:
             if isinstance(frame, FetchMiss):
-                self.state = self.TRANSFERRING
-                return [TransferFrom(sender)]
+                return self._transfer_from(sender, now_ms)
             if isinstance(frame, Batch):
                 return self._fetched(sender, frame, now_ms)
         return [Rejected(sender, f"unexpected {type(frame).__name__} while {self.state}")]
@@ -177,8 +181,7 @@ class SyncCoordinator:
         if own.last_seq and own.last_seq < self._truth_pos.first_seq:
             # The holder no longer has our last entry: we cannot check that we are on its
             # history, nor fetch from there.
-            self.state = self.TRANSFERRING
-            return [TransferFrom(self.truth)]
+            return self._transfer_from(self.truth, now_ms)
         # Fetch from our own last entry (inclusive) so that the first answer proves we share it.
         self._progress_ms = now_ms
         return self._fetch(max(own.last_seq, 1))
@@ -191,8 +194,7 @@ class SyncCoordinator:
         log = self.log
         if frame.seq == log.last_seq and log.last_seq:
             if frame.written_epoch != log.last_epoch:
-                self.state = self.TRANSFERRING        # our tail is not on the truth's history
-                return [TransferFrom(sender)]
+                return self._transfer_from(sender, now_ms)   # our tail is not on the truth's history
             self._verified = True
             self._progress_ms = now_ms
             return self._next_fetch(now_ms)
@@ -217,8 +219,23 @@ class SyncCoordinator:
         self._fetch_until = from_seq + self.fetch_limit - 1
         return [Send(self.truth, Fetch(self.epoch, from_seq, self.fetch_limit))]  # type: ignore[arg-type]
 
+    def chunk_arrived(self, now_ms: int) -> None:
+        if self.state == self.TRANSFERRING:
+            self._transfer_progress_ms = now_ms
+
+    def _transfer_from(self, holder: str, now_ms: int) -> list[Action]:
+        self.state = self.TRANSFERRING
+        self._transfer_progress_ms = now_ms
+        return [TransferFrom(holder)]
+
     def on_tick(self, now_ms: int) -> list[Action]:
-        """Frames get lost: ask again after ``retry_ms`` without progress."""
+        """Frames get lost: ask again after ``retry_ms`` without progress (``transfer_retry_ms``
+        without a snapshot chunk)."""
+        if self.state == self.TRANSFERRING:
+            if now_ms - self._transfer_progress_ms < self.transfer_retry_ms:
+                return []
+            assert self.truth is not None
+            return self._transfer_from(self.truth, now_ms)
         if now_ms - self._progress_ms < self.retry_ms:
             return []
         self._progress_ms = now_ms

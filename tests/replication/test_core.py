@@ -319,3 +319,58 @@ def test_a_syncing_master_appends_nothing_before_its_own_last_entry_is_verified(
     assert sync.on_tick(500) == [Send("n2", Fetch(5, 1, 256))], "the retry asks for our entry again"
     out = sync.on_frame("n2", Batch(5, 1, 4, encode_many(t1)), 600)
     assert [type(a).__name__ for a in out] == ["TransferFrom"], "seq 1 differs: take the snapshot"
+
+
+def test_a_holder_keeps_its_transfer_to_the_new_master_when_the_view_comes_after_the_request():
+    # The simulator, seed 26490: the new master n2 asks n3 (its sync's truth) for a snapshot,
+    # and n3 starts sending before membership delivers the view naming n2. Installing that view
+    # dropped the transfer; its lost first chunk was never resent and n2 never served.
+    from cluster.replication.messages import SyncRequest, TransferRequest
+
+    net = _serving_with_queue()
+    n3 = net.cores["n3"]
+    net.handle("n3", n3.on_frame("n2", SyncRequest(2), net.now()))
+    net.handle("n3", n3.on_frame("n2", TransferRequest(2), net.now()))
+    sender = n3.senders.get("n2")
+    assert sender is not None and sender.epoch == 2
+    net.handle("n3", n3.install_view("n2", 2, NAMES, net.now()))
+    assert n3.senders.get("n2") is sender, "the view names the master the transfer is for"
+    # any other view ends it
+    net.handle("n3", n3.install_view("n1", 3, NAMES, net.now()))
+    assert n3.senders == {}
+
+
+def test_a_syncing_master_asks_again_for_a_snapshot_that_stalls():
+    from cluster.replication.messages import SnapshotChunk, TransferRequest
+
+    net = Net(NAMES, log_limit=20_000)
+    net.view("n1", 1)
+    net.settle(3)
+    net.down = {"n2"}
+    _fill_past_the_log(net)                 # n2 misses it all; n1's log no longer starts at 1
+    net.settle(2)
+    net.down = {"n3"}
+    net.view("n2", 2, ("n1", "n2"))         # n2 must take n1's snapshot before it may serve
+    n2 = net.cores["n2"]
+    for _ in range(100):
+        if n2.sync.state == "transferring":
+            break
+        net.run(1)
+    assert n2.sync.state == "transferring" and not n2.serving
+    # every chunk is lost, and the holder forgets its sender
+    while net.queue:
+        sender, to, frame = net.queue.popleft()
+        if not isinstance(frame, SnapshotChunk):
+            net.handle(to, net.cores[to].on_frame(sender, frame, net.now()))
+    assert "n2" in net.cores["n1"].senders
+    net.cores["n1"].senders.clear()
+    retry = net.cores["n2"].sync.transfer_retry_ms
+    net.clock.advance(retry - 1)
+    net.handle("n2", net.cores["n2"].on_tick(net.now()))
+    assert not any(isinstance(f, TransferRequest) for _, _, f in net.queue), "not before the retry time"
+    net.clock.advance(1)
+    net.handle("n2", net.cores["n2"].on_tick(net.now()))
+    assert [to for _, to, f in net.queue if isinstance(f, TransferRequest)] == ["n1"]
+    net.settle(20)
+    assert net.cores["n2"].serving
+    assert len(net.digests(["n1", "n2"])) == 1

@@ -86,3 +86,16 @@ def test_a_truth_holder_restarted_mid_sync_is_not_taken_for_the_truth():
     a member that restarted empty refuses transfer requests."""
     r = simulate(generate(920))
     assert r.ok, r.failures
+
+
+def test_a_snapshot_asked_for_before_the_view_arrives_is_not_dropped():
+    """Bug 6 (fixed): the new master asked the truth holder for its snapshot, and the holder
+    began sending before membership delivered the view naming that master; installing the view
+    dropped the transfer. Its first chunk had been lost (10% frame loss), nobody resent it, and
+    the master never served: no convergence after the faults (seed 26490, 3 nodes, policy
+    none). The holder now keeps a transfer to the master its new view names, and a syncing
+    master asks again when its transfer stalls."""
+    sc = generate(26490, nodes=None, policy=None)
+    assert (sc.nodes, sc.policy) == (3, "none")
+    r = simulate(sc)
+    assert r.ok, r.failures
