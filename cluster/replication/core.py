@@ -174,7 +174,7 @@ class ReplicationCore:
         # would resend (the simulator, seed 26490, under a 10%-lossy network). Any other transfer
         # belongs to a view that has ended.
         self.senders = {to: s for to, s in self.senders.items()
-                        if to == master != self.name and s.epoch == epoch}
+                        if to == master and master != self.name and s.epoch == epoch}
         if not keep:
             self.receiver = None
         self.sync = None
