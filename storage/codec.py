@@ -446,7 +446,8 @@ def _conv_for(hint: Any, owner: type) -> _Conv:
         key_hint, value_hint = args
         if key_hint is not str:
             raise TypeError(f"storage.codec: mapping keys must be str ({hint!r} in {owner.__name__})")
-        return _Conv(frozenset((dict,)), _str_map(_conv_for(value_hint, owner)))
+        return _Conv(frozenset((dict,)),
+                     _str_map(_conv_for(value_hint, owner), _m.NO_ATTRIBUTES if owner in _SHARED_EMPTY else None))
     raise TypeError(f"storage.codec: unsupported field type {hint!r} in {owner.__name__}")
 
 
@@ -494,12 +495,17 @@ def _fixed_tuple(elems: list[_Conv]) -> Callable[[Any], tuple]:
     return fixed
 
 
-def _str_map(value: _Conv) -> Callable[[Any], dict]:
+# Classes whose empty mappings decode as the one shared, read-only ``NO_ATTRIBUTES``: a stored
+# message's two empty attribute maps were 128 bytes of the ~900 it cost on a replica.
+_SHARED_EMPTY = frozenset({_m.MessageRecord})
+
+
+def _str_map(value: _Conv, empty: dict | None = None) -> Callable[[Any], dict]:
     accepts, fn = value
     if fn is None and accepts == frozenset((str,)):
         def str_str(d: dict) -> dict:
             if not d:
-                return d
+                return d if empty is None else empty
             for k, x in d.items():
                 if type(k) is not str or type(x) is not str:
                     raise CodecError("expected a map of str to str")
@@ -508,7 +514,7 @@ def _str_map(value: _Conv) -> Callable[[Any], dict]:
 
     def str_any(d: dict) -> dict:
         if not d:
-            return d
+            return d if empty is None else empty
         for k, x in d.items():
             if type(k) is not str or type(x) not in accepts:
                 raise CodecError("wrong key or value type in a map")

@@ -81,7 +81,10 @@ def same(a: typing.Any, b: typing.Any) -> bool:
     if isinstance(a, errors.SqsError):
         return type(b) is errors.SqsError and a.kind == b.kind and a.message == b.message
     if type(a) is not type(b):
-        # a Mapping field may be any mapping on the way in; it comes back a dict
+        # a Mapping field may be any mapping on the way in; it comes back a dict (a message's
+        # empty attribute maps: the shared read-only one)
+        if b is mutations.NO_ATTRIBUTES:
+            return isinstance(a, Mapping) and not a
         return isinstance(a, Mapping) and type(b) is dict and same(dict(a), b)
     if dataclasses.is_dataclass(a):
         return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
