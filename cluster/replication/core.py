@@ -409,7 +409,10 @@ class ReplicationCore:
 
     def _on_chunk(self, sender: str, chunk: SnapshotChunk, now_ms: int) -> list[Any]:
         if (sender, chunk.epoch, chunk.transfer_id) in self._finished_transfers:
-            return []
+            # Taken already: the sender resends because our acks were lost. Ack again (taking
+            # it twice is what the set prevents): unanswered, the sender resent for ever and
+            # never streamed to us (the simulator, seed 27331, 10% frame loss).
+            return [Send(sender, SnapshotAck(chunk.epoch, chunk.transfer_id, chunk.index))]
         rec = self.receiver
         if rec is None:
             master, epoch = self.following()

@@ -374,3 +374,34 @@ def test_a_syncing_master_asks_again_for_a_snapshot_that_stalls():
     net.settle(20)
     assert net.cores["n2"].serving
     assert len(net.digests(["n1", "n2"])) == 1
+
+
+def test_a_finished_transfer_whose_acks_were_lost_is_acked_again():
+    # The simulator, seed 27331: the joiner took the whole snapshot, but its acks were lost.
+    # The master resent the window and the joiner, rightly never taking a finished transfer
+    # twice, answered nothing: the master resent for ever and never streamed to it.
+    from cluster.replication.messages import SnapshotAck
+
+    net = Net(NAMES, log_limit=20_000, chunk_records=1)
+    net.down = {"n3"}
+    net.view("n1", 1, ("n1", "n2"))
+    net.settle(3)
+    _fill_past_the_log(net)
+    net.down = set()
+    net.view("n1", 1, NAMES)
+    n1, n3 = net.cores["n1"], net.cores["n3"]
+    for _ in range(10_000):                  # n3's acks are lost once it has taken the snapshot
+        if not net.queue:
+            break
+        sender, to, frame = net.queue.popleft()
+        if isinstance(frame, SnapshotAck) and sender == "n3" and n3.last_transfer is not None:
+            continue
+        net.handle(to, net.cores[to].on_frame(sender, frame, net.now()))
+    assert n3.last_transfer is not None and n3.last_transfer["direction"] == "received"
+    assert "n3" in n1.senders, "the master still waits for the acks"
+    net.settle(20)                           # the resent window is acked this time
+    assert "n3" not in n1.senders and n1.last_transfer["direction"] == "sent"
+    net.execute("n1", SendMessage(NS.key("q"), "after the transfer"), 900)
+    net.settle(5)
+    assert 900 in net.completed
+    assert len(net.digests()) == 1 and n3.log.last_seq == n1.log.last_seq

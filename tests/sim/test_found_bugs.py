@@ -99,3 +99,14 @@ def test_a_snapshot_asked_for_before_the_view_arrives_is_not_dropped():
     assert (sc.nodes, sc.policy) == (3, "none")
     r = simulate(sc)
     assert r.ok, r.failures
+
+
+def test_a_finished_transfer_whose_acks_were_lost_completes():
+    """Bug 7 (fixed): a member restarted empty took the master's whole snapshot, but its acks
+    were lost (10% frame loss). The master resent the window; the member, which never takes a
+    finished transfer twice, answered nothing, so the master resent for ever and never streamed
+    to it: it diverged for good (seed 27331, 5 nodes, policy majority). It acks again now."""
+    sc = generate(27331, nodes=None, policy=None)
+    assert (sc.nodes, sc.policy) == (5, "majority")
+    r = simulate(sc)
+    assert r.ok, r.failures
