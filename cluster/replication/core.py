@@ -422,7 +422,7 @@ class ReplicationCore:
         if chunk.index == 0 and chunk.transfer_id != rec.transfer_id:
             self._receive_started = now_ms
         out = rec.on_chunk(sender, chunk)
-        if self.sync is not None:
+        if self.sync is not None and sender == rec.master:
             self.sync.chunk_arrived(now_ms)
         taken = rec.take()
         if taken is None:
