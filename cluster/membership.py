@@ -98,13 +98,21 @@ class StepDown:
 
 
 @dataclass(frozen=True, slots=True)
+class Fenced:
+    """Raft is about to see a vote request for ``term`` while we lead (cluster/election.py): it
+    will depose us, and may vote for that candidate, so we stop being active in our term now."""
+    now: float
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
 class GateOpened:
     now: float
     gate: str
     epoch: int
 
 
-Event = Union[RaftSample, LeaseAck, ViewCommitted, TimePassed, StepDown, GateOpened]
+Event = Union[RaftSample, LeaseAck, ViewCommitted, TimePassed, StepDown, Fenced, GateOpened]
 
 
 # -- actions --------------------------------------------------------------------------------------
@@ -174,7 +182,7 @@ class MembershipCore:
         if self.role != LEADER:
             return False, f"not leader ({self.role})"
         if self.abdicated_term == self.term:
-            return False, "stepped down"
+            return False, "stepped down (or deposed by a higher term)"
         v = self.view
         if v is None or v.master != self.self_name or v.epoch != self.term:
             return False, "view for this term not committed yet"
@@ -213,6 +221,10 @@ class MembershipCore:
             if self.role == LEADER and self.abdicated_term != self.term:
                 self.abdicated_term = self.term
                 out.append(Record(now, "step_down", {"term": self.term}))
+        elif isinstance(event, Fenced):
+            if self.role == LEADER and event.term > self.term and self.abdicated_term != self.term:
+                self.abdicated_term = self.term
+                out.append(Record(now, "fenced", {"term": self.term, "for_term": event.term}))
         elif isinstance(event, GateOpened):
             self.gates[event.gate] = event.epoch
         self._propose_if_needed(now, out)

@@ -1,224 +1,218 @@
-"""ReplicatedStorage: the storage's interface, replicated. Membership (Raft) + the mutation stream.
+"""ReplicatedStorage: the node core (cluster/node_core.py) bound to the event loop, ZeroMQ and Raft.
 
-This is the runtime that ties the layers together on one node's event loop:
+Every decision is the core's; this runtime only translates. On the node's event loop it owns the
+NodeCore, the stream's StreamTransport (ZeroMQ) and a periodic tick; pysyncobj runs on its own
+thread in MembershipNode (cluster/runtime.py), which posts what Raft reports to this loop and
+carries out what the core asks of Raft. Nothing here is thread-safe: call it from the loop.
 
-* MembershipNode (pysyncobj) delivers views; each view is installed in the StreamNode, whose
-  ReplicationCore makes this node the master or a replica of it.
-* A new master synchronises with a majority of the configured members before it serves; then
-  the membership layer's "replication" gate is opened for that epoch, and only from then on can
-  the node be *active* (leader, lease fresh, view names it, gate open).
-* ``execute(command)`` on the active master runs the command on the local storage, hands its
-  mutations to the stream and returns a future of the result that completes when the command's
-  ack policy is met. Anything else raises: NotServing (not the active master: a client gets a
-  retryable 503), Throttled (a reachable replica lags too far; producers get SQS's throttling
-  error), or the future fails with OutcomeUnknown (the view changed, or the node lost its quorum,
-  before the policy was met: the client gets a retryable 503, never a success).
-
-An operation that changed nothing (a read, an empty receive, a rejected command) answers at
-once. Ack policy: the cluster's, unless the queue carries the tag ``elasticmq-py:ack-policy``
-(one of none/one/majority/all), which is replicated with the queue like any tag.
+* Frames in, the tick, the end of a loop turn (``FlushDue``: one batch and one cumulative ack per
+  peer for everything of that turn), and Raft's events become core events.
+* ``execute(command, done)``: the one calling convention from the endpoint down. ``done(result,
+  None)`` once the command's ack policy is met, ``done(None, error)`` otherwise: ``NotServing``
+  (nothing was executed; at once), ``Throttled``, an ``SqsError``, or ``OutcomeUnknown`` (it
+  was executed and may or may not survive). Called at most once, maybe before ``execute``
+  returns.
+* ``route()`` is the core's gating; ``forward(payload, done)`` hands a client request to the
+  master over the stream, ``done(answer_payload, None)`` or ``done(None, ForwardFailed)``.
+  Requests other members forward to us go to ``serve_forwarded`` (given to ``start``), whose
+  ``reply`` callable sends the answer back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
+import random
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from storage import Storage
-from storage.commands import (
-    Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue,
-    UntagQueue,
-)
-from storage.errors import SqsError
+from storage.commands import Command
 from storage.limits import STRICT, Limits as StorageLimits
 
 from cluster.config import NodeConfig, NodeSpec
+from cluster.errors import NotServing
 from cluster.history import HistoryWriter
-from cluster.membership import View
+from cluster.membership import RaftSample, View
+from cluster.node_core import (
+    Answer, CoreSettings, FlushDue, ForwardAnswered, ForwardFailed, NodeCore, Route, ServeForwarded,
+    ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+)
+from cluster.replication.core import StorageReplaced
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy
-from cluster.replication.runtime import NotServing, OutcomeUnknown, StreamNode, settle
-from cluster.runtime import MembershipNode
+from cluster.replication.messages import AckPolicy, ForwardReply, Rejected, Send
+from cluster.replication.transport import StreamTransport, _RateLimitedLog
+from cluster.membership import Record
+from cluster.runtime import MembershipNode, RaftStats
+from cluster.status import NodeStatus, node_status
 
 log = logging.getLogger("cluster.replicated")
 
-POLICY_TAG = "elasticmq-py:ack-policy"
-REPLICATION_GATE = "replication"
 
-_PRODUCERS = (SendMessage, SendMessageBatch)
-_TAG_CHANGES = (CreateQueue, DeleteQueue, TagQueue, UntagQueue)
+class ForwardError(RuntimeError):
+    """A forwarded request got no answer. ``sent``: it reached the master, which may have run it."""
+
+    def __init__(self, reason: str, sent: bool) -> None:
+        super().__init__(reason)
+        self.sent = sent
 
 
-class Throttled(RuntimeError):
-    """A reachable replica lags beyond the configured bound: producers must slow down."""
+@dataclass
+class ForwardCounts:
+    forwarded: int = 0
+    served_for_others: int = 0
+    failed: int = 0
 
 
 class ReplicatedStorage:
     def __init__(self, config: NodeConfig, clock: Any, limits: StorageLimits = STRICT, *,
-                 history: HistoryWriter | None = None, stream_tick: float = 0.05,
+                 history: HistoryWriter | None = None, tick: float = 0.05,
                  on_serving: Callable[[bool], None] | None = None,
-                 on_storage: Callable[[Storage], None] | None = None) -> None:
+                 on_storage: Callable[[Storage], None] | None = None,
+                 on_changed: Callable[[], None] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 raft: Callable[[NodeConfig, Any], MembershipNode] = MembershipNode) -> None:
         self.config = config
         self.name = config.self_name
-        self.clock = clock
         self.history = history
+        self.tick_interval = tick
         self.on_serving = on_serving
         self.on_storage = on_storage
+        self.on_changed = on_changed
+        self._now = monotonic
+        self._wall = time.time
         rep = config.cluster.replication
-        self.policy = AckPolicy(rep.policy)
-        self.forward = rep.forward
-        storage = Storage(clock=clock, limits=limits)
-        self.membership = MembershipNode(config, history=history, required_gates=(REPLICATION_GATE,),
-                                         may_stand=self._may_stand)
-        self.stream = StreamNode(
-            config.cluster, self.name, storage, policy=self.policy,
+        # ``raft``: pysyncobj's runtime; tests of this runtime alone script Raft's side instead
+        self.membership = raft(config, self)
+        settings = CoreSettings(
+            timing=config.timing, policy=AckPolicy(rep.policy), forward=rep.forward,
             limits=Limits(throttle_lag_batches=rep.throttle_lag_batches, throttle_lag_ms=rep.throttle_lag_ms),
-            log_limit_bytes=rep.log_limit_mb * 1024 * 1024, tick=stream_tick,
-            new_storage=lambda: Storage(clock=clock, limits=limits),
-            on_serving=self._on_serving, on_storage=self._on_storage, on_note=self._on_note,
+            log_limit_bytes=rep.log_limit_mb * 1024 * 1024)
+        self.core = NodeCore(
+            self.name, config.cluster.names, settings, Storage(clock=clock, limits=limits),
+            lambda: Storage(clock=clock, limits=limits),
+            incarnation=random.SystemRandom().getrandbits(62),
             # its Raft journal says it was a member: what it acknowledged then is gone
             amnesiac=self.membership.restarted)
-        self._policies: dict[QueueKey, AckPolicy] = {}
-        self._abandon_timer: asyncio.TimerHandle | None = None
-        self._last_transfer_at: float | None = None
+        self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame)
+        self.forwarding = ForwardCounts()
+        self.last_raft_stats: RaftStats | None = None
+        self._serve_forwarded: Callable[[Any, Callable[[Any], None]], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick_task: asyncio.Task | None = None
+        self._transfer: asyncio.Future | None = None
+        self._rlog = _RateLimitedLog(10.0)
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Bind the stream, then join the cluster (raises cluster.runtime.BindError/OSError)."""
+    async def start(self, serve_forwarded: Callable[[Any, Callable[[Any], None]], None] | None = None) -> None:
+        """Bind the stream, then join the cluster (raises cluster.runtime.BindError/OSError).
+        ``serve_forwarded(payload, reply)`` answers requests other members forward here."""
+        self._loop = asyncio.get_running_loop()
+        self._serve_forwarded = serve_forwarded
         await self.stream.start()
         try:
-            self.membership.subscribe(on_view=self._on_view, on_active=self._on_active, on_member=self._on_member)
+            self._record(Record(self._now(), "started", {
+                "raft": str(self.config.bind_addr), "members": sorted(self.config.cluster.names),
+                "restarted": self.membership.restarted}))
             self.membership.start()
         except BaseException:
-            await self.stream.stop()
+            await self.stream.close()
             raise
+        self._tick_task = self._loop.create_task(self._ticker(), name=f"node-tick-{self.name}")
         self._started = True
 
     async def stop(self) -> None:
         if not self._started:
             return
         self._started = False
-        if self._abandon_timer is not None:
-            self._abandon_timer.cancel()
-        await self.stream.stop()
+        was_active = self.core.membership.active
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            try:
+                await self._tick_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._act(self.core.flush(self._now()))
+        await self.stream.close()
         # destroy_synchronous joins pysyncobj's thread: keep the loop free meanwhile
         await asyncio.get_running_loop().run_in_executor(None, self.membership.stop)
+        self._act(self.core.stopped(f"{self.name} stopped before the ack policy was met"))
+        self._record(Record(self._now(), "stopped", {"was_active": was_active}))
+        if self.history is not None:
+            self.history.close()
 
-    # -- the storage's interface -------------------------------------------------------------------
+    # -- clients ---------------------------------------------------------------------------------
 
     @property
     def storage(self) -> Storage:
-        return self.stream.storage
+        return self.core.storage
 
     @property
     def serving(self) -> bool:
         """The active master, synchronised: client operations are accepted."""
-        return self.stream.serving and self.membership.active
+        return self.core.serving(self._now())
 
-    def execute(self, command: Command, policy: AckPolicy | None = None, *,
-                map_error: Callable[[OutcomeUnknown], BaseException] | None = None,
-                on_ok: Callable[[], None] | None = None) -> "asyncio.Future[Any]":
-        """``execute_then`` as a future of the command's result; NotServing / Throttled /
-        SqsError are raised at once."""
-        fut = asyncio.get_running_loop().create_future()
-        self.execute_then(command, functools.partial(settle, fut), policy, map_error=map_error, on_ok=on_ok)
-        return fut
+    def route(self) -> Route:
+        return self.core.route(self._now())
 
-    def execute_then(self, command: Command, done: Callable[[Any, BaseException | None], None],
-                     policy: AckPolicy | None = None, *,
-                     map_error: Callable[[OutcomeUnknown], BaseException] | None = None,
-                     on_ok: Callable[[], None] | None = None) -> None:
-        """Execute ``command`` here and call ``done(result, None)`` once its ack policy is met,
-        or ``done(None, error)`` with OutcomeUnknown (or what ``map_error`` makes of it) when it
-        cannot be; at most once, maybe before this returns. ``on_ok`` runs just before success.
-        Raises NotServing / Throttled / SqsError at once, when nothing was executed.
+    def execute(self, command: Command, done: Callable[[Any, BaseException | None], None]) -> None:
+        if not self._started:
+            done(None, NotServing(f"Node {self.name} is not running."))
+            return
+        self._act(self.core.execute(done, command, self._now()))
 
-        Every operation goes through the stream, those without mutations too: a FIFO send that
-        deduplication turns into a no-op answers with a message only this master may hold yet,
-        and must wait for what came before it (sim/README.md bug 2; such an operation completes
-        at once when nothing is outstanding)."""
-        if not self.serving:
-            raise NotServing(self.unavailable_reason())
-        if self.stream.throttling and isinstance(command, _PRODUCERS):
-            raise Throttled("a replica lags too far behind; the master slows producers until it catches up")
-        if policy is None:
-            policy = self._policy_for(command)
-        result, mutations = self.storage.execute(command)   # SqsError: nothing happened
-        if mutations:
-            self._executed(command)
-
-        def met(err: BaseException | None) -> None:
-            if err is None:
-                if on_ok is not None:
-                    on_ok()
-                done(result, None)
-                return
-            unknown = err if isinstance(err, OutcomeUnknown) else OutcomeUnknown(str(err))
-            done(None, map_error(unknown) if map_error is not None else unknown)
-
-        self.stream.submit_then(self.stream.next_op_id(), mutations, policy, met)
+    def forward(self, payload: Any, done: Callable[[Any, BaseException | None], None]) -> None:
+        self.forwarding.forwarded += 1
+        self._act(self.core.forward(done, payload, self._now()))
 
     def unavailable_reason(self) -> str:
-        view = self.membership.view
-        if view is None:
-            return f"Node {self.name} has not joined a view of the cluster yet."
-        if view.master != self.name:
-            return f"Node {self.name} is not the master (the master is {view.master})."
-        if not self.stream.serving:
-            return f"Node {self.name} is the new master and is synchronising with a majority of the members."
-        return f"Node {self.name} is the master but not active (no quorum or lease)."
+        return self.core.unavailable_reason(self._now())
 
     def master_name(self) -> str | None:
-        view = self.membership.view
+        view = self.core.view
         return view.master if view is not None else None
 
-    # -- status ------------------------------------------------------------------------------------
+    # -- operators -------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        st = self.stream.status()
-        st["policy"] = self.policy.value
-        st["forward"] = self.forward
-        lt = st.get("last_transfer")
-        if lt is not None:
-            lt = dict(lt)
-            lt.pop("started_ms", None)
-            lt["at"] = self._last_transfer_at
-            st["last_transfer"] = lt
-        return st
+    def status(self, digest: bool = False) -> NodeStatus:
+        return node_status(self, digest=digest)
 
-    # -- callbacks from the layers ---------------------------------------------------------------
+    async def step_down(self, timeout: float = 5.0) -> bool:
+        """Make this master inactive at once and hand Raft leadership to the most caught-up
+        follower. False if this node is not the master (nothing is done then)."""
+        if self.core.membership.role != "leader":
+            return False
+        self._act(self.core.step_down(self._now()))
+        assert self._transfer is not None
+        return await asyncio.wait_for(self._transfer, timeout)
 
-    def _executed(self, command: Command) -> None:
-        if isinstance(command, _TAG_CHANGES):
-            self._policies.clear()   # rare: the next command of each queue reads its tags again
+    async def add_member(self, spec: NodeSpec) -> None:
+        await self.membership.add_member(spec)
 
-    def _policy_for(self, command: Command) -> AckPolicy:
-        key = getattr(command, "queue", None)
-        if key is None:
-            return self.policy
-        p = self._policies.get(key)
-        if p is None:
-            p = self.policy
-            try:
-                tags, _ = self.storage.execute(ListQueueTags(key))
-                value = tags.tags.get(POLICY_TAG)
-                if value is not None:
-                    p = AckPolicy(value.strip().lower())
-            except SqsError:
-                pass   # no such queue: the command fails the same way; the default is moot
-            except ValueError:
-                log.warning("queue %s: tag %s=%r is not an ack policy; using %s", key.name, POLICY_TAG,
-                            tags.tags.get(POLICY_TAG), self.policy.value)
-            self._policies[key] = p
-        return p
+    async def remove_member(self, name: str) -> None:
+        await self.membership.remove_member(name)
 
-    def _on_member(self, change: str, spec: NodeSpec) -> None:
+    # -- events posted from Raft's thread (cluster/runtime.py's RaftEvents) -----------------------
+
+    def raft_sample(self, sample: RaftSample) -> None:
+        self._act(self.core.raft_sample(replace(sample, now=self._now())))
+
+    def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> None:
+        self._act(self.core.lease_acked(peer, term, stamp, self._now()))
+
+    def view_committed(self, view: View, now: float) -> None:
+        self._act(self.core.view_committed(view, self._now()))
+
+    def fence(self, term: int, now: float) -> None:
+        self._act(self.core.fence(term, self._now()))
+
+    def raft_stats(self, stats: RaftStats) -> None:
+        self.last_raft_stats = stats
+
+    def member_changed(self, change: str, spec: NodeSpec) -> None:
         """A member added or removed at runtime: the stream learns where to reach it."""
         cluster = self.config.cluster
         nodes = tuple(n for n in cluster.nodes if n.name != spec.name)
@@ -231,57 +225,75 @@ class ReplicatedStorage:
         self.config = replace(self.config, cluster=replace(cluster, nodes=nodes))
         self.stream.update_config(self.config.cluster)
         log.info("stream: member %s %s", spec.name, change)
+        self._act(self.core.members_changed(self.config.cluster.names, self._now()))
 
-    def _may_stand(self) -> bool:
-        """Not while a state transfer from a live master is bringing this node up: it holds
-        nothing worth leading with, and its election would restart the transfer. (Runs on
-        pysyncobj's thread; it only reads.)"""
-        core = self.stream.core
-        rec = core.receiver
-        if rec is None or rec.staging is None:
-            return True
-        return not self.stream.transport.connected(rec.master)
+    # -- internals -------------------------------------------------------------------------------
 
-    def _on_view(self, view: View) -> None:
-        self.stream.install_view(view.master, view.epoch, view.members)
+    def _on_frame(self, sender: str, frame: Any) -> None:
+        self._act(self.core.frame(sender, frame, self._now()))
 
-    def _on_active(self, active: bool) -> None:
-        # Waiting operations are not failed at once when the lease lapses: a lapse under load can
-        # be a few heartbeats long, and an operation whose batch a majority acks meanwhile is as
-        # durable as any (no minority can collect those acks). Only if the node stays inactive
-        # for the fallback timeout are they told "outcome unknown". A view change fails them
-        # at once (the stream's MasterChanged).
-        if self._abandon_timer is not None:
-            self._abandon_timer.cancel()
-            self._abandon_timer = None
-        if not active:
-            self._abandon_timer = asyncio.get_running_loop().call_later(
-                self.config.timing.leader_fallback, self._abandon_if_inactive)
-        if self.on_serving is not None:
-            self.on_serving(self.serving)
+    def _flush(self) -> None:
+        self._act(self.core.flush(self._now()))
 
-    def _abandon_if_inactive(self) -> None:
-        self._abandon_timer = None
-        if not self.membership.active:
-            self.stream.abandon(f"{self.name} stopped being the active master before the ack policy was met")
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_interval)
+            try:
+                self._act(self.core.tick(self._now()))
+            except Exception:
+                log.exception("node tick failed")
 
-    def _on_serving(self, on: bool, epoch: int) -> None:
-        self._policies.clear()
-        if on:
-            self.membership.open_gate(REPLICATION_GATE, epoch)
-        if self.on_serving is not None:
-            self.on_serving(self.serving)
+    def _act(self, actions: list[Any]) -> None:
+        for a in actions:
+            t = type(a)
+            if t is Send:
+                self.stream.send(a.to, a.frame)
+            elif t is Answer:
+                a.token(a.result, a.error)
+                if a.changed and a.error is None and self.on_changed is not None:
+                    self.on_changed()
+            elif t is FlushDue:
+                self._loop.call_soon(self._flush)
+            elif t is Record:
+                self._record(a)
+            elif t is ForwardAnswered:
+                a.token(a.payload, None)
+            elif t is ForwardFailed:
+                self.forwarding.failed += 1
+                a.token(None, ForwardError(a.reason, a.sent))
+            elif t is ServeForwarded:
+                self._serve(a)
+            elif t is ToRaft:
+                if type(a.action) is TransferLeadership:
+                    self._transfer = self.membership.transfer_leadership()
+                else:
+                    self.membership.submit(a.action)
+            elif t is ServingChanged:
+                log.info("node %s is %s", self.name, "ACTIVE: the master, serving clients" if a.on
+                         else "not the active master: forwarding or refusing")
+                if self.on_serving is not None:
+                    self.on_serving(a.on)
+            elif t is StorageReplaced:
+                if self.on_storage is not None:
+                    self.on_storage(a.storage)
+            elif t is ThrottleChanged:
+                log.warning("stream: %s producer throttling", "starting" if a.on else "ending")
+            elif t is Rejected:
+                self._rlog.warn(f"rejected-{a.sender}", self._now(), "stream: %s refused a frame from %s: %s",
+                                self.name, a.sender, a.reason)
+            elif t is Warn:
+                self._rlog.warn(a.text, self._now(), "%s", a.text)
 
-    def _on_storage(self, storage: Storage) -> None:
-        self._policies.clear()
-        if self.on_storage is not None:
-            self.on_storage(storage)
+    def _serve(self, a: ServeForwarded) -> None:
+        if self._serve_forwarded is None:
+            return
+        self.forwarding.served_for_others += 1
+        sender, rid = a.sender, a.request_id
+        self._serve_forwarded(a.payload, lambda answer: self.stream.send(sender, ForwardReply(rid, answer)))
 
-    def _on_note(self, event: str, fields: dict) -> None:
-        now = time.time()
-        if event == "transfer-finished":
-            self._last_transfer_at = now
-        if self.history is not None:
-            # started_ms is the monotonic clock's: meaningless to a reader of another process
-            self.history.write(event.replace("-", "_"), now, **{k: v for k, v in fields.items() if k != "started_ms"})
-
+    def _record(self, r: Record) -> None:
+        if self.history is None:
+            return
+        # the record's time is this node's monotonic clock: the history wants wall-clock time
+        ts = self._wall() - (self._now() - r.at)
+        self.history.write(r.event, ts, **r.fields)

@@ -1,15 +1,20 @@
-"""The membership runtime: binds MembershipCore to pysyncobj's thread and the node's event loop.
+"""The Raft runtime: pysyncobj on its own thread, bound to the election core.
 
-pysyncobj runs its own tick thread. Everything it reports (role changes, applied view entries,
-lease acks from the transport, the tick itself) is turned into a core event under one lock, and
-the core's actions are carried out at once: proposals go into pysyncobj's command queue (which
-is thread-safe), history lines are written, and subscriber callbacks are *scheduled* onto the
-asyncio loop with call_soon_threadsafe, so `on_view` and `on_active` never run on pysyncobj's
-thread. Calls into pysyncobj that are not thread-safe (leadership transfer) are queued and run on
-its thread at the next tick.
+pysyncobj runs a tick thread of its own. On that thread, and only there, this runtime owns
+pysyncobj, our ClusterTransport and the election core (cluster/election.py), and translates:
 
-`active` is evaluated on demand from the core and the monotonic clock, so a lease that expires
-between two ticks is already reported as expired.
+* every message a peer sends on its Raft link goes to the election core, which says whether and
+  when Raft sees it (the vote guard, the fence) or answers it itself (pre-votes, lease acks);
+* pysyncobj's election timer is held off after every tick and every message, so only the
+  election core's ``Stand`` (or a leadership transfer) starts an election;
+* outgoing AppendEntries carry a lease stamp: our clock when they are handed to the transport,
+  which can only understate how fresh the follower's contact is (the safe direction).
+
+Everything the node core on the event loop must know (samples of Raft's role and term, lease
+acks, committed views, fence requests, runtime membership changes, statistics) is *posted* to it
+with ``call_soon_threadsafe``; what it asks of Raft (proposing a view, may-stand, fence done,
+leadership transfer, membership changes) comes back through ``submit``, a mailbox that wakes
+pysyncobj's poller. No state is read across the two threads.
 
 Durable Raft state. With ``[node] state-dir`` set, pysyncobj keeps its journal (term, vote, log,
 commit index) and its log-compaction dumps there, so a restarted member neither votes twice in
@@ -31,28 +36,64 @@ import collections
 import functools
 import logging
 import os
-import threading
+import random
+import socket
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.poller import POLL_EVENT_TYPE
 
 from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
-from cluster.history import HistoryWriter
-from cluster.lease import VoteGuard, may_campaign
-from cluster.membership import (CANDIDATE, FOLLOWER, LEADER, ActivityChanged, DeliverView, GateOpened,
-                                LeaseAck, MembershipCore, ProposeView, RaftSample, Record, StepDown, View,
-                                ViewCommitted, accept_view)
+from cluster.election import (
+    APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, Deliver, ElectionCore, Fence,
+    LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
+)
+from cluster.membership import ProposeView, RaftSample, View, accept_view
+from cluster.node_core import FenceDone, MayStand
 from cluster.transport import ClusterTransport, NamedNode
 
 log = logging.getLogger("cluster.runtime")
 
 _ROLES = {0: FOLLOWER, 1: CANDIDATE, 2: LEADER}
+_KINDS = {"request_vote": VOTE_REQUEST, "append_entries": APPEND, "timeout_now": TIMEOUT_NOW}
+# pysyncobj's own election timer, pushed this far out after every tick and message: it never
+# fires on its own, only when the election core says Stand (or a leadership transfer does).
+_HOLD_S = 3600.0
+STATS_EVERY_S = 0.25
 
 
 class BindError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class RaftStats:
+    """Plain values about Raft and its links, sampled on pysyncobj's thread for the status."""
+
+    commit_index: int
+    last_applied: int
+    auth_failures: int
+    refused_connections: int
+    votes_dropped: int
+    pre_votes_granted: int
+    pre_votes_refused: int
+    not_standing: str | None
+    leader_contact_s_ago: float | None      # since we last accepted an AppendEntries
+    links: dict[str, dict[str, Any]]
+
+
+class RaftEvents(Protocol):
+    """What the event loop's side takes (cluster/replicated.py); called on the loop."""
+
+    def raft_sample(self, sample: RaftSample) -> None: ...
+    def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> None: ...
+    def view_committed(self, view: View, now: float) -> None: ...
+    def fence(self, term: int, now: float) -> None: ...
+    def member_changed(self, change: str, spec: NodeSpec) -> None: ...
+    def raft_stats(self, stats: RaftStats) -> None: ...
 
 
 class _ViewLog(SyncObjConsumer):
@@ -84,41 +125,49 @@ class _ViewLog(SyncObjConsumer):
             self._on_install(View.from_record(self.record))
 
 
+# Our messages on the Raft links travel as dicts of builtins (pysyncobj pickles what it sends;
+# after authentication, but a class of ours on the wire would still tie both ends' versions).
+def _encode(message: Any) -> dict:
+    t = type(message)
+    if t is PreVote:
+        return {"type": "_pre_vote", "term": message.term, "li": message.last_index, "lt": message.last_term}
+    if t is PreVoteReply:
+        return {"type": "_pre_vote_reply", "term": message.term, "granted": message.granted}
+    return {"type": "_lease_ack", "term": message.term, "ls": message.stamp}
+
+
+def _decode(message: dict) -> Any:
+    kind = message.get("type")
+    if kind == "_pre_vote":
+        return PreVote(int(message["term"]), int(message["li"]), int(message["lt"]))
+    if kind == "_pre_vote_reply":
+        return PreVoteReply(int(message["term"]), bool(message["granted"]))
+    if kind == "_lease_ack":
+        return LeaseAck(int(message["term"]), float(message["ls"]))
+    return None
+
+
 class MembershipNode:
-    def __init__(self, config: NodeConfig, *, loop: asyncio.AbstractEventLoop | None = None,
-                 history: HistoryWriter | None = None, required_gates: tuple[str, ...] = (),
-                 may_stand: Callable[[], bool] | None = None,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: NodeConfig, events: RaftEvents, *, loop: asyncio.AbstractEventLoop | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 bugs: frozenset[str] = frozenset()) -> None:
         self.config = config
         self.name = config.self_name
+        self._events = events
         self._loop = loop
-        self._history = history
         self._clock = clock
-        self._wall = wall
-        t = config.timing
-        self._lock = threading.RLock()
-        # `active` is asked on every client operation. Between two events only the clock can end
-        # activity (at the lease's expiry), so a yes is remembered with that deadline and read
-        # without the lock; every event forgets it before it touches the core.
-        self._active_until = float("-inf")
-        self._core = MembershipCore(self.name, t, frozenset(required_gates),
-                                    configured=frozenset(config.cluster.names))
-        self._guard = VoteGuard(t.vote_guard, started_at=clock(), startup_quiet=t.election_max)
+        self._election = ElectionCore(self.name, config.timing, rng or random.Random(), clock(), bugs=bugs)
         self._role_code = 0
         self._so: SyncObj | None = None
         self._transport: ClusterTransport | None = None
         self._views = _ViewLog(self._on_view_applied)
-        self._view_listeners: list[Callable[[View], Any]] = []
-        self._active_listeners: list[Callable[[bool], Any]] = []
-        self._member_listeners: list[Callable[[str, NodeSpec], Any]] = []
-        # Asked on every Raft tick (pysyncobj's thread): False keeps this node from standing for
-        # election. The replication layer says False while it is being brought up by a state
-        # transfer: starved by restoring, a joiner missed heartbeats, stood with a higher term,
-        # deposed the healthy master and won, and then had to pull the whole state before
-        # anyone could be served (pysyncobj has no pre-vote). It still votes.
-        self._may_stand = may_stand
-        self._withheld: str | None = None   # why standing is off now (logged on change)
-        self._on_raft_thread: collections.deque[Callable[[], None]] = collections.deque()
+        self._mailbox: collections.deque[Any] = collections.deque()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._last_sample: tuple | None = None
+        self._stats_at = float("-inf")
+        self._not_standing: str | None = None
         self._stopped = False
         self._journal = self._dump = None
         if config.state_dir:
@@ -128,7 +177,7 @@ class MembershipNode:
         # A journal already there: this node was a member before this process started.
         self.restarted = self._journal is not None and os.path.exists(self._journal)
 
-    # -- lifecycle ---------------------------------------------------------------------------------
+    # -- lifecycle (the loop's thread) ------------------------------------------------------------
 
     def start(self) -> None:
         if self._loop is None:
@@ -159,12 +208,10 @@ class MembershipNode:
 
         def make_transport(so: Any, self_node: Any, other_nodes: Any) -> ClusterTransport:
             self._transport = ClusterTransport(so, self_node, other_nodes, config=self.config,
-                                               vote_guard=self._guard, on_lease_ack=self._on_lease_ack,
+                                               on_message=self._on_message, outgoing=self._stamp,
                                                on_member=self._on_member, clock=self._clock)
             return self._transport
 
-        self._record("started", self._clock(), raft=str(self.config.bind_addr),
-                     members=sorted(self.config.cluster.names), restarted=self.restarted)
         so = SyncObj(me, others, conf, consumers=[self._views], nodeClass=NamedNode,
                      transportClass=make_transport)
         assert self._transport is not None
@@ -172,128 +219,42 @@ class MembershipNode:
             so.destroy()
             raise BindError(self._transport.bind_error or "raft transport failed to bind")
         self._so = so
+        so._poller.subscribe(self._wake_r.fileno(), self._on_wake, POLL_EVENT_TYPE.READ)
         so.addOnTickCallback(self._on_tick)
 
     def stop(self) -> None:
+        """Blocks until pysyncobj's thread has stopped: run it off the loop."""
         if self._stopped:
             return
         self._stopped = True
         so, self._so = self._so, None
         if so is not None:
             so.destroy_synchronous()
-        with self._lock:
-            was_active = self._core.active
-        self._record("stopped", self._clock(), was_active=was_active)
-        if self._history is not None:
-            self._history.close()
-
-    # -- subscriptions and queries (event-loop thread) --------------------------------------------
-
-    def subscribe(self, on_view: Callable[[View], Any] | None = None,
-                  on_active: Callable[[bool], Any] | None = None,
-                  on_member: Callable[[str, NodeSpec], Any] | None = None) -> None:
-        """Callbacks run on the node's event loop, in the order the events happened.
-        ``on_member("added" | "removed", spec)``: the Raft configuration changed at runtime."""
-        if on_view is not None:
-            self._view_listeners.append(on_view)
-        if on_active is not None:
-            self._active_listeners.append(on_active)
-        if on_member is not None:
-            self._member_listeners.append(on_member)
-
-    @property
-    def view(self) -> View | None:
-        with self._lock:
-            return self._core.view
-
-    @property
-    def active(self) -> bool:
-        if self._clock() < self._active_until:
-            return True
-        with self._lock:
-            core = self._core
-            active = core.evaluate(self._clock())[0]
-            if active:
-                self._active_until = core.lease_expiry()  # type: ignore[assignment]
-            return active
-
-    @property
-    def epoch(self) -> int | None:
-        v = self.view
-        return None if v is None else v.epoch
+        self._wake_r.close()
+        self._wake_w.close()
 
     @property
     def bound_raft_addr(self) -> str | None:
         t = self._transport
         return str(t.bound_addr) if t is not None and t.bound_addr is not None else None
 
-    def open_gate(self, gate: str, epoch: int) -> None:
-        """The replication layer says: synchronised for `epoch`. Activity needs this per epoch."""
-        self._handle(GateOpened(self._clock(), gate, epoch))
+    # -- the mailbox (any thread; used by the loop) ------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        now = self._clock()
-        with self._lock:
-            core = self._core
-            active, reason = core.evaluate(now)
-            expiry = core.lease_expiry()
-            v = core.view
-            reachable = sorted(core.lease.reachable(core.configured, now, self.config.timing.suspect)) \
-                if core.role == LEADER else None
-            acks = {p: round(now - r, 3) for p, r in core.lease.received.items()} if core.role == LEADER else {}
-            st: dict[str, Any] = {
-                "node": self.name,
-                "cluster": self.config.cluster.name,
-                "role": core.role,
-                "term": core.term,
-                "leader": core.leader,
-                "view": v.to_dict() if v else None,
-                "master": v.master if v else None,
-                "epoch": v.epoch if v else None,
-                "active": active,
-                "inactive_reason": None if active else reason,
-                "quorum": core.has_quorum(now) if core.role == LEADER
-                else (core.leader is not None and now - self._guard.last_contact < self.config.timing.election_min),
-                "lease_remaining_s": round(expiry - now, 3) if expiry is not None and expiry != float("inf") else None,
-                "configured": sorted(core.configured),
-                "reachable": reachable,
-            }
-        tr = self._transport
-        peers = tr.link_status() if tr is not None else {}
-        for p, info in peers.items():
-            info["last_ack_s_ago"] = acks.get(p)
-        st["peers"] = peers
-        so = self._so
-        st["raft"] = {
-            "commit_index": so.raftCommitIndex if so else None,
-            "last_applied": so.raftLastApplied if so else None,
-            "auth_failures": tr.auth_failures if tr else 0,
-            "refused_connections": tr.refused_hellos if tr else 0,
-            "votes_dropped": tr.votes_dropped if tr else 0,
-        }
-        return st
+    def submit(self, action: Any) -> None:
+        """Carry out the node core's ``ProposeView``, ``MayStand`` or ``FenceDone`` on Raft's thread."""
+        self._mailbox.append(action)
+        self._wake()
 
-    # -- operator actions ----------------------------------------------------------------------------
-
-    async def step_down(self, timeout: float = 5.0) -> bool:
-        """Make this master inactive at once and hand Raft leadership to the most caught-up
-        follower. Returns False if this node is not the master (nothing is done then)."""
-        with self._lock:
-            if self._core.role != LEADER:
-                return False
-        self._handle(StepDown(self._clock()))
-        fut: asyncio.Future = self._loop.create_future()
+    def transfer_leadership(self) -> "asyncio.Future[bool]":
+        """Hand Raft leadership to the most caught-up follower; the future says whether it went."""
+        fut = self._loop.create_future()
 
         def done(_res: Any, err: Any) -> None:
-            self._loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(err))
+            self._loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(err == FAIL_REASON.SUCCESS))
 
-        def transfer() -> None:
-            assert self._so is not None
-            self._so.transferLeadership(callback=done)
-
-        self._on_raft_thread.append(transfer)
-        err = await asyncio.wait_for(fut, timeout)
-        return err == FAIL_REASON.SUCCESS
+        self._mailbox.append(lambda: self._so.transferLeadership(callback=done))
+        self._wake()
+        return fut
 
     async def add_member(self, spec: NodeSpec, timeout: float = 5.0) -> None:
         stream = str(spec.stream_addr) if spec.stream_addr is not None else None
@@ -311,70 +272,153 @@ class MembershipNode:
         def done(_res: Any, err: Any) -> None:
             self._loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(err))
 
-        call(done)
+        self._mailbox.append(lambda: call(done))
+        self._wake()
         err = await asyncio.wait_for(fut, timeout)
         if err != FAIL_REASON.SUCCESS:
             raise RuntimeError(f"membership change failed (pysyncobj reason {err})")
 
-    # -- pysyncobj thread -------------------------------------------------------------------------------
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass   # already awake (the buffer is full of wake-ups), or stopped
 
-    def _sample(self) -> RaftSample | None:
+    # -- pysyncobj's thread ---------------------------------------------------------------------------
+
+    def _on_wake(self, _descr: int, _event: int) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        self._drain()
+
+    def _drain(self) -> None:
+        while self._mailbox:
+            a = self._mailbox.popleft()
+            try:
+                t = type(a)
+                if t is ProposeView:
+                    self._views.install(a.view.to_record(), callback=functools.partial(self._proposal_done, a.view))
+                elif t is MayStand:
+                    self._do(self._election.may_stand(a.allowed, a.why))
+                elif t is FenceDone:
+                    self._do(self._election.fence_done(a.term))
+                else:
+                    a()
+            except Exception:
+                log.exception("a call on Raft's thread failed")
+
+    def _state(self) -> RaftState:
         so = self._so if self._so is not None else (self._transport._so if self._transport else None)
         if so is None:
-            return None
+            return RaftState(0, FOLLOWER, None, 0, 0, ())
         leader = so._getLeader()
-        configured = frozenset({self.name} | {n.id for n in so.otherNodes})
-        return RaftSample(self._clock(), so.raftCurrentTerm, _ROLES.get(self._role_code, FOLLOWER),
-                          leader.id if leader is not None else None, configured)
+        return RaftState(so.raftCurrentTerm, _ROLES.get(self._role_code, FOLLOWER),
+                         leader.id if leader is not None else None,
+                         so._SyncObj__getCurrentLogIndex(), so._SyncObj__getCurrentLogTerm(),
+                         tuple(sorted(n.id for n in so.otherNodes)))
 
-    def _on_state_changed(self, old: int, new: int) -> None:
-        # Runs inside pysyncobj's state change, before e.g. a vote it is about to send leaves:
-        # this is where a deposed leader stops being active (lease.py, case 1).
+    def _post_sample(self, force: bool = False) -> None:
+        s = self._state()
+        key = (s.term, s.role, s.leader, s.peers)
+        if key == self._last_sample and not force:
+            return
+        self._last_sample = key
+        sample = RaftSample(self._clock(), s.term, s.role, s.leader, frozenset((self.name, *s.peers)))
+        self._loop.call_soon_threadsafe(self._events.raft_sample, sample)
+
+    def _on_state_changed(self, _old: int, new: int) -> None:
         self._role_code = new
         if new == 1:
             # pysyncobj announces candidacy before raising the term; the same tick samples the
-            # new term right after, so recording here would only log a stale (role, term) pair.
+            # new term right after, so posting here would only report a stale (role, term) pair.
             return
-        sample = self._sample()
-        if sample is not None:
-            self._handle(sample)
+        self._post_sample()
 
     def _on_tick(self) -> None:
+        self._drain()
+        try:
+            self._do(self._election.tick(self._clock(), self._state()))
+        except Exception:
+            log.exception("election tick failed")
+        self._post_sample()
+        now = self._clock()
+        if now - self._stats_at >= STATS_EVERY_S:
+            self._stats_at = now
+            self._post_stats()
+
+    def _on_message(self, node: NamedNode, message: dict) -> None:
+        now = self._clock()
+        kind = message.get("type")
+        try:
+            if isinstance(kind, str) and kind.startswith("_"):
+                ours = _decode(message)
+                if ours is not None:
+                    self._do(self._election.on_message(node.id, ours, now, self._state()))
+                return
+            term = message.get("term")
+            self._do(self._election.on_raft(node.id, _KINDS.get(kind, OTHER),
+                                            term if isinstance(term, int) else 0, message, now, self._state()))
+        except (KeyError, TypeError, ValueError):
+            log.warning("malformed %s message from %s", kind, node.id)
+
+    def _do(self, actions: list[Any]) -> None:
+        for a in actions:
+            t = type(a)
+            if t is Deliver:
+                node = self._node(a.sender)
+                if node is None:
+                    continue
+                self._transport.deliver(node, a.message)
+                if a.kind == APPEND:
+                    self._do(self._election.appended(a.sender, a.term, a.message.get("_ls"), self._clock(),
+                                                     self._state()))
+            elif t is Send:
+                node = self._node(a.to)
+                if node is not None:
+                    self._transport.send(node, _encode(a.message))
+            elif t is LeaseAcked:
+                self._loop.call_soon_threadsafe(self._events.lease_acked, a.peer, a.term, a.stamp, self._clock())
+            elif t is Fence:
+                # the role and term the loop must see first (it may not have had this tick's sample)
+                self._post_sample(force=True)
+                self._loop.call_soon_threadsafe(self._events.fence, a.term, self._clock())
+            elif t is NotStanding:
+                if a.reason is not None:
+                    log.info("not standing for election: %s", a.reason)
+                elif self._not_standing is not None:
+                    log.info("may stand for election again")
+                self._not_standing = a.reason
         so = self._so
         if so is not None:
-            try:
-                why = self._withhold_campaign(so)
-                if why is not None:
-                    # pysyncobj's election timer: pushed past the next tick while standing is off
-                    so._SyncObj__raftElectionDeadline = time.monotonic() + self.config.timing.election_max
-                if why != self._withheld:
-                    if why is not None:
-                        log.info("not standing for election: %s", why)
-                    elif self._withheld is not None:
-                        log.info("may stand for election again")
-                    self._withheld = why
-            except Exception:
-                log.exception("campaign check failed")
-        while self._on_raft_thread:
-            try:
-                self._on_raft_thread.popleft()()
-            except Exception:
-                log.exception("queued raft-thread call failed")
-        sample = self._sample()
-        if sample is not None:
-            self._handle(sample)
+            # Raft's own timer never fires: only Stand (or a leadership transfer) starts an election.
+            so._SyncObj__raftElectionDeadline = 0 if self._election.standing else time.monotonic() + _HOLD_S
 
-    def _withhold_campaign(self, so: SyncObj) -> str | None:
-        """Why this node must not stand for election now, or None."""
-        if self._may_stand is not None and not self._may_stand():
-            return "a state transfer is bringing this node up"
-        if self._transport is not None and not may_campaign(
-                self._transport.heard_ago(), len(so.otherNodes) + 1, self.config.timing.connection_timeout):
-            return "no majority of the members heard from (pre-vote)"
+    def _node(self, name: str) -> NamedNode | None:
+        so = self._so if self._so is not None else (self._transport._so if self._transport else None)
+        if so is None:
+            return None
+        for n in so.otherNodes:
+            if n.id == name:
+                return n
         return None
 
-    def _on_lease_ack(self, peer: str, term: int, stamp: float, now: float) -> None:
-        self._handle(LeaseAck(now, peer, term, stamp))
+    def _stamp(self, message: dict) -> dict:
+        if message.get("type") == "append_entries":
+            return dict(message, _ls=self._clock())
+        return message
+
+    def _post_stats(self) -> None:
+        so, tr, e = self._so, self._transport, self._election
+        contact = e.guard.last_contact
+        stats = RaftStats(so.raftCommitIndex if so else 0, so.raftLastApplied if so else 0,
+                          tr.auth_failures if tr else 0, tr.refused_hellos if tr else 0,
+                          e.votes_dropped, e.pre_votes_granted, e.pre_votes_refused, self._not_standing,
+                          None if contact == float("-inf") else round(self._clock() - contact, 3),
+                          tr.link_status() if tr else {})
+        self._loop.call_soon_threadsafe(self._events.raft_stats, stats)
 
     def _on_member(self, change: str, node: NamedNode) -> None:
         try:
@@ -385,45 +429,11 @@ class MembershipNode:
         except ConfigError as e:
             log.warning("member %s %s with unusable addresses: %s", node.id, change, e)
             return
-        for cb in self._member_listeners:
-            self._loop.call_soon_threadsafe(cb, change, spec)
+        self._loop.call_soon_threadsafe(self._events.member_changed, change, spec)
 
     def _on_view_applied(self, view: View) -> None:
-        self._handle(ViewCommitted(self._clock(), view))
+        self._loop.call_soon_threadsafe(self._events.view_committed, view, self._clock())
 
-    def _on_proposal_done(self, view: View, result: Any, err: Any) -> None:
+    def _proposal_done(self, view: View, result: Any, err: Any) -> None:
         if err != FAIL_REASON.SUCCESS or not result:
             log.debug("view proposal %s not installed (err=%s, result=%s)", view.view_id, err, result)
-
-    # -- carrying out actions -----------------------------------------------------------------------------
-
-    def _handle(self, event: Any) -> None:
-        with self._lock:
-            self._active_until = float("-inf")
-            actions = self._core.handle(event)
-            for a in actions:
-                self._do(a)
-
-    def _do(self, a: Any) -> None:
-        if isinstance(a, ProposeView):
-            so = self._so if self._so is not None else (self._transport._so if self._transport else None)
-            if so is not None:
-                self._views.install(a.view.to_record(),
-                                    callback=functools.partial(self._on_proposal_done, a.view))
-        elif isinstance(a, DeliverView):
-            log.info("view %d: master %s epoch %d members %s", a.view.view_id, a.view.master,
-                     a.view.epoch, ",".join(a.view.members))
-            for cb in self._view_listeners:
-                self._loop.call_soon_threadsafe(cb, a.view)
-        elif isinstance(a, ActivityChanged):
-            log.info("%s: %s", "ACTIVE" if a.active else "inactive", a.reason)
-            for cb in self._active_listeners:
-                self._loop.call_soon_threadsafe(cb, a.active)
-        elif isinstance(a, Record):
-            self._record(a.event, a.at, **a.fields)
-
-    def _record(self, event: str, at: float, **fields: Any) -> None:
-        if self._history is None:
-            return
-        ts = self._wall() - (self._clock() - at)
-        self._history.write(event, ts, **fields)

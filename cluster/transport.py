@@ -17,10 +17,12 @@ pair of nodes, so a proxy cannot sit on one direction of one link. Here:
   so frames cannot be replayed from one connection into another.
 * Idle connections carry keepalive frames both ways, so a dead or paused peer is noticed after
   Timing.connection_timeout on each link, independently of Raft traffic.
-* The lease (cluster/lease.py) lives here: outgoing AppendEntries are stamped, accepted ones are
-  acked with the stamp, and vote requests are dropped while the vote guard says so.
+* Nothing here decides anything about Raft: every message that arrives on an established link
+  goes to ``on_message`` (cluster/runtime.py, which asks the election core whether and when Raft
+  sees it, and hands it over with ``deliver``), and every outgoing one passes ``outgoing`` (where
+  AppendEntries get their lease stamp).
 
-Everything in this module runs on pysyncobj's tick thread, except `link_status()`.
+Everything in this module runs on pysyncobj's tick thread.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import Transport, TransportNotReadyError
 
 from cluster.config import Address, NodeConfig
-from cluster.lease import VoteGuard
 
 log = logging.getLogger("cluster.transport")
 
@@ -122,8 +123,8 @@ class ClusterTransport(Transport):
     SyncObj's transportClass; pysyncobj supplies (syncObj, selfNode, otherNodes)."""
 
     def __init__(self, syncObj: Any, selfNode: NamedNode, otherNodes: Any, *,
-                 config: NodeConfig, vote_guard: VoteGuard,
-                 on_lease_ack: Callable[[str, int, float, float], None],
+                 config: NodeConfig, on_message: Callable[[NamedNode, dict], None],
+                 outgoing: Callable[[dict], dict] = lambda m: m,
                  on_member: Callable[[str, NamedNode], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._on_member = on_member     # ("added" | "removed", node), on pysyncobj's thread
@@ -133,8 +134,8 @@ class ClusterTransport(Transport):
         self._config = config
         self._timing = config.timing
         self._clock = clock
-        self._guard = vote_guard
-        self._on_lease_ack = on_lease_ack
+        self._on_message = on_message
+        self._outgoing = outgoing
         self._links: dict[str, _Link] = {}
         self._incoming: dict[int, _Conn] = {}     # id(conn) -> state, for accepted connections
         self._in_by_peer: dict[str, _Conn] = {}
@@ -144,7 +145,6 @@ class ClusterTransport(Transport):
         self.bound_addr: Address | None = None
         self.auth_failures = 0
         self.refused_hellos = 0
-        self.votes_dropped = 0
         self._last_auth_log: dict[str, float] = {}
         if syncObj.encryptor is None:
             raise ValueError("ClusterTransport requires SyncObjConf.password (the cluster secret)")
@@ -224,11 +224,13 @@ class ClusterTransport(Transport):
         link = self._links.get(node.id)
         if link is None or link.out is None or link.out.state != "up":
             return False
-        if isinstance(message, dict) and message.get("type") == "append_entries":
-            # The stamp is read before the bytes leave, so it can only understate how fresh
-            # the follower's contact is: the safe direction for the lease.
-            message = dict(message, _ls=self._clock())
+        if isinstance(message, dict):
+            message = self._outgoing(message)
         return self._tx(link.out, message)
+
+    def deliver(self, node: Node, message: Any) -> None:
+        """Hand a received message to Raft."""
+        self._onMessageReceived(node, message)
 
     def _tx(self, c: _Conn, message: Any) -> bool:
         c.conn.send(message)
@@ -421,34 +423,9 @@ class ClusterTransport(Transport):
 
     def _deliver(self, c: _Conn, message: Any, now: float) -> None:
         link = self._links.get(c.peer or "")
-        if link is None or not isinstance(message, dict):
+        if link is None or not isinstance(message, dict) or message.get("type") == "_ka":
             return
-        kind = message.get("type")
-        if kind == "_ka":
-            return
-        if kind == "_lease_ack":
-            try:
-                self._on_lease_ack(link.node.id, int(message["term"]), float(message["ls"]), now)
-            except (KeyError, TypeError, ValueError):
-                log.warning("malformed lease ack from %s", link.node.id)
-            return
-        if kind == "request_vote" and not self._guard.allows_vote(now, self._so._isLeader()):
-            self.votes_dropped += 1
-            return
-        self._onMessageReceived(link.node, message)
-        if kind == "append_entries":
-            term = message.get("term")
-            if term == self._so.raftCurrentTerm and self._so._getLeader() == link.node:
-                # Accepted: contact first, then the ack (lease.py, step 2 of the argument).
-                self._guard.on_leader_contact(self._clock())
-                stamp = message.get("_ls")
-                if stamp is not None:
-                    self.send(link.node, {"type": "_lease_ack", "term": term, "ls": stamp})
-
-    def heard_ago(self) -> dict[str, float]:
-        """Per peer, seconds since the last frame arrived on the connection it dialled to us."""
-        now = self._clock()
-        return {name: now - c.last_rx for name, c in self._in_by_peer.items() if c.state == "up"}
+        self._on_message(link.node, message)
 
     # -- diagnostics -------------------------------------------------------------------------------------
 
@@ -462,6 +439,7 @@ class ClusterTransport(Transport):
                         "[%d refused so far]", where, self.auth_failures)
 
     def link_status(self) -> dict[str, dict[str, Any]]:
+        """Per peer, the state of both directions of its link (a snapshot of plain values)."""
         now = self._clock()
         out: dict[str, dict[str, Any]] = {}
         for name, link in list(self._links.items()):

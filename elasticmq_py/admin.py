@@ -78,7 +78,7 @@ class ClusterAdmin:
                 return 405, {"error": "use POST"}
             if await self.backend.step_down():
                 return 200, {"stepped_down": True}
-            master = (self.backend.cluster_status().get("master"))
+            master = self.backend.status().master
             return 409, {"error": "not the master, or no follower to hand over to", "master": master}
         if path == "/cluster/members":
             if method != "POST":

@@ -1,32 +1,43 @@
-"""What the endpoint talks to: a small async interface over "the storage", local or replicated.
+"""What the endpoint talks to: "the storage", local or replicated, behind one calling convention.
 
-``execute`` returns an awaitable rather than being a coroutine function, so that a backend that
-answers at once (the local one, always) can hand back a finished future: the HTTP layer then
-responds without creating a task per request, which is most of the cost of a request here. A
-replicated backend returns a future that completes when its ack policy is met.
+``execute(command, done)``: ``done(result, None)`` once the command's answer is final, or
+``done(None, error)`` with the error a client should see (an ``SqsError``); at most once, maybe
+before ``execute`` returns (a local backend always answers at once, which keeps the common path
+free of futures and tasks). ``route()`` says whether this node answers a request itself, hands it
+to the master (``forward``), or refuses it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from storage import Storage
 from storage.commands import Command, QueueKey, Tick
 from storage.limits import STRICT, Limits
 from storage.mutations import MessageAdded, MessageChanged, MessageDeleted
 
+from cluster.node_core import LOCAL, Route
+from cluster.status import NodeStatus, ReplicationStatus
+
 from elasticmq_py.longpoll import Waiters
+from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
 
+Done = Callable[[Any, BaseException | None], None]
+ServeForwarded = Callable[[HttpRequest, Callable[[HttpResponse], None]], None]
+
 
 class Backend(Protocol):
-    def execute(self, command: Command) -> "asyncio.Future[Any]":
-        """A future of the command's result (already done when the answer is immediate); it
-        raises ``SqsError`` for anything a client should see, e.g. ServiceUnavailable (503)
-        on a node that cannot serve."""
+    def execute(self, command: Command, done: Done) -> None: ...
+
+    def route(self) -> Route: ...
+
+    def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None]) -> None:
+        """Hand ``req`` to the master (``route`` said so): ``done(response, None)``, or
+        ``done(None, error)`` with the SqsError to answer when no response came."""
 
     async def wait_for_messages(self, queue: QueueKey, deadline_ms: int) -> None:
         """Return when a receive on ``queue`` may find something, or at ``deadline_ms``.
@@ -35,17 +46,32 @@ class Backend(Protocol):
 
     def now_ms(self) -> int: ...
 
-    def can_serve_writes(self) -> bool: ...
-
-    def cluster_status(self) -> dict: ...
+    def status(self, digest: bool = False) -> NodeStatus: ...
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]: ...
 
     def waiting_receives(self) -> int: ...
 
-    async def start(self) -> None: ...
+    async def start(self, serve_forwarded: ServeForwarded | None = None) -> None:
+        """``serve_forwarded(request, respond)`` answers requests other members hand us."""
 
     async def stop(self) -> None: ...
+
+
+def run(backend: Backend, command: Command) -> "asyncio.Future[Any]":
+    """``execute`` as a future, for the slow paths that await (long polls, start-up)."""
+    fut = asyncio.get_running_loop().create_future()
+
+    def done(result: Any, err: BaseException | None) -> None:
+        if fut.done():
+            return
+        if err is None:
+            fut.set_result(result)
+        else:
+            fut.set_exception(err)
+
+    backend.execute(command, done)
+    return fut
 
 
 class LocalBackend:
@@ -59,17 +85,16 @@ class LocalBackend:
         self.node_name = node_name
         self.waiters = Waiters()
         self._tick_task: asyncio.Task | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- the interface -----------------------------------------------------------------------
 
-    def execute(self, command: Command) -> asyncio.Future:
-        fut = (self._loop or asyncio.get_running_loop()).create_future()
+    def execute(self, command: Command, done: Done) -> None:
         try:
-            fut.set_result(self.execute_now(command))
+            result = self.execute_now(command)
         except Exception as e:  # SqsError, or a storage bug that the endpoint turns into a 500
-            fut.set_exception(e)
-        return fut
+            done(None, e)
+            return
+        done(result, None)
 
     def execute_now(self, command: Command) -> Any:
         result, mutations = self.storage.execute(command)
@@ -99,19 +124,16 @@ class LocalBackend:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def can_serve_writes(self) -> bool:
-        return True
+    def route(self) -> Route:
+        return LOCAL
 
-    def cluster_status(self) -> dict:
-        return {
-            "node": self.node_name,
-            "role": "master",
-            "active": True,
-            "master": self.node_name,
-            "view": None,
-            "members": [self.node_name],
-            "replication": {"enabled": False},
-        }
+    def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None]) -> None:
+        raise RuntimeError("a single node forwards nothing")   # route() never says ForwardTo
+
+    def status(self, digest: bool = False) -> NodeStatus:
+        return NodeStatus(node=self.node_name, role="master", active=True, master=self.node_name,
+                          members=(self.node_name,), serving=True,
+                          replication=ReplicationStatus(digest=self.storage.digest() if digest else None))
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
         return self.storage.queue_stats()
@@ -119,8 +141,7 @@ class LocalBackend:
     def waiting_receives(self) -> int:
         return self.waiters.count()
 
-    async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+    async def start(self, serve_forwarded: ServeForwarded | None = None) -> None:
         self._tick_task = asyncio.create_task(self._tick_loop(), name="storage-tick")
 
     async def stop(self) -> None:

@@ -28,6 +28,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
+from cluster.status import NodeStatus, ReplicationStatus, TransferInfo
+
 from elasticmq_py import localcluster
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
@@ -218,7 +220,10 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(st, indent=2))
     else:
-        print(format_status(st))
+        try:
+            print(format_status(NodeStatus.from_dict(st)))
+        except (TypeError, ValueError) as e:
+            raise CliError(f"GET /cluster answered something that is not a node status: {e}") from None
     return 0
 
 
@@ -249,52 +254,48 @@ def _members(args: argparse.Namespace) -> int:
     return _mutate(args, "DELETE", f"/cluster/members/{args.name}", None, lambda r: f"removed {r.get('removed')}")
 
 
-def format_status(st: dict[str, Any], now: float | None = None) -> str:
-    """GET /cluster as a table a person can read (``now``: the wall clock, for "s ago")."""
+def format_status(st: NodeStatus, now: float | None = None) -> str:
+    """A node's status as a table a person can read (``now``: the wall clock, for "s ago")."""
     def yn(v: Any) -> str:
         return "-" if v is None else ("yes" if v else "no")
 
     def secs(v: Any) -> str:
         return "-" if v is None else f"{v:.2f}s"
 
-    view = st.get("view") or {}
-    active = st.get("active")
+    view = st.view
     lines = []
-    state = "ACTIVE (serving)" if active else f"inactive ({st.get('inactive_reason') or 'not serving'})"
-    lines.append(f"node      {st.get('node')}   cluster {st.get('cluster', '-')}   role {st.get('role')}   {state}")
-    if view:
-        lines.append(f"view      {view.get('view_id')}   master {view.get('master')}   epoch {view.get('epoch')}"
-                     f"   members {', '.join(view.get('members', []))}")
+    state = "ACTIVE (serving)" if st.active else f"inactive ({st.inactive_reason or 'not serving'})"
+    lines.append(f"node      {st.node}   cluster {st.cluster or '-'}   role {st.role}   {state}")
+    if view is not None:
+        lines.append(f"view      {view.view_id}   master {view.master}   epoch {view.epoch}"
+                     f"   members {', '.join(view.members)}")
     else:
         lines.append("view      none installed yet")
     extra = []
-    if "term" in st:
-        extra.append(f"term {st.get('term')}")
-    if "leader" in st:
-        extra.append(f"raft leader {st.get('leader') or '-'}")
-    extra.append(f"quorum {yn(st.get('quorum'))}")
-    if st.get("lease_remaining_s") is not None:
-        extra.append(f"lease {secs(st['lease_remaining_s'])}")
+    if st.term is not None:
+        extra.append(f"term {st.term}")
+        extra.append(f"raft leader {st.leader or '-'}")
+    extra.append(f"quorum {yn(st.quorum)}")
+    if st.lease_remaining_s is not None:
+        extra.append(f"lease {secs(st.lease_remaining_s)}")
     lines.append("          " + "   ".join(extra))
-    if st.get("configured") is not None:
-        reach = st.get("reachable")
-        lines.append(f"configured {', '.join(st['configured'])}"
+    if st.configured is not None:
+        reach = st.reachable
+        lines.append(f"configured {', '.join(st.configured)}"
                      + (f"   reachable {', '.join(reach)}" if reach is not None else ""))
-    peers = st.get("peers") or {}
-    if peers:
+    if st.raft is not None and st.raft.not_standing:
+        lines.append(f"          not standing for election: {st.raft.not_standing}")
+    if st.peers:
         rows = [("peer", "dial", "out", "in", "last rx", "last ack", "connects", "last error")]
-        for name, p in sorted(peers.items()):
-            out = p.get("out", "-")
-            if p.get("out_for_s") is not None:
-                out += f" {p['out_for_s']:.1f}s"
-            rows.append((name, str(p.get("dial", "-")), out, yn(p.get("in")), secs(p.get("last_rx_s_ago")),
-                         secs(p.get("last_ack_s_ago")), str(p.get("connects", "-")), str(p.get("last_error") or "")))
+        for name, p in sorted(st.peers.items()):
+            out = p.out + (f" {p.out_for_s:.1f}s" if p.out_for_s is not None else "")
+            rows.append((name, p.dial, out, yn(p.incoming), secs(p.last_rx_s_ago),
+                         secs(p.last_ack_s_ago), str(p.connects), p.last_error or ""))
         lines.append("")
         lines += _table(rows)
-    repl = st.get("replication") or {}
     lines.append("")
-    if repl.get("enabled"):
-        lines += _format_replication(repl, now)
+    if st.replication.enabled:
+        lines += _format_replication(st.replication, now)
     else:
         lines.append("replication disabled")
     return "\n".join(lines)
@@ -334,61 +335,52 @@ def _fields(*pairs: tuple[str, Any]) -> str:
     return "   ".join(f"{k} {v if isinstance(v, str) else _v(v)}" for k, v in pairs if v is not None)
 
 
-def _format_replication(r: dict[str, Any], now: float | None = None) -> list[str]:
-    """The "replication" part of GET /cluster: the stream as this node sees it."""
-    forward = r.get("forward")
-    log = r.get("log") or {}
-    seqs = None
-    if log.get("entries"):
-        seqs = f"{_v(log.get('first_seq'))}..{_v(log.get('last_seq'))}"
+def _format_replication(r: ReplicationStatus, now: float | None = None) -> list[str]:
+    """The replication part of a node's status: the stream as this node sees it."""
+    log = r.log
+    seqs = f"{log.first_seq}..{log.last_seq}" if log is not None and log.entries else None
     indent = " " * 12
     lines = ["replication enabled   " + _fields(
-        ("policy", r.get("policy")), ("forwarding", None if forward is None else ("on" if forward else "off")),
-        ("role", r.get("role")), ("serving", r.get("serving")), ("epoch", r.get("epoch")),
-        ("master", r.get("master") or "-"))]
+        ("policy", r.policy), ("forwarding", None if r.forward is None else ("on" if r.forward else "off")),
+        ("role", r.role), ("serving", r.serving), ("epoch", r.epoch), ("master", r.master or "-"))]
     for more in (
         _fields(("amnesiac", "yes (restarted empty; counts in no sync quorum until caught up)"
-                 if r.get("amnesiac") else None),
-                ("halted", r.get("halted")), ("throttling", r.get("throttling")),
-                ("delay", None if r.get("delay_ms") is None else _ms(r["delay_ms"])),
-                ("queue", None if r.get("replication_queue") is None else f"{r['replication_queue']} ops"),
-                ("rejected frames", r.get("rejected_frames"))),
-        _fields(("log entries", log.get("entries")), ("size", None if log.get("bytes") is None else _bytes(log["bytes"])),
-                ("seq", seqs), ("last epoch", log.get("last_epoch")), ("applied seq", r.get("applied_seq"))),
+                 if r.amnesiac else None),
+                ("halted", r.halted), ("throttling", r.throttling),
+                ("delay", None if r.delay_ms is None else _ms(r.delay_ms)),
+                ("queue", None if r.replication_queue is None else f"{r.replication_queue} ops"),
+                ("rejected frames", r.rejected_frames)),
+        _fields(("log entries", log and log.entries),
+                ("size", None if log is None or log.bytes is None else _bytes(log.bytes)),
+                ("seq", seqs), ("last epoch", log and log.last_epoch), ("applied seq", r.applied_seq)),
     ):
         if more:
             lines.append(indent + more)
-    replicas = r.get("replicas") or {}
-    if replicas:
+    if r.replicas:
         rows = [("replica", "connected", "acked seq", "lag batches", "lag ms", "needs transfer")]
-        for name, p in sorted(replicas.items()):
-            rows.append((name, _v(p.get("connected")), _v(p.get("acked_seq")), _v(p.get("lag_batches")),
-                         _v(p.get("lag_ms")), _v(p.get("needs_transfer"))))
+        for name, p in sorted(r.replicas.items()):
+            rows.append((name, _v(p.connected), _v(p.acked_seq), _v(p.lag_batches), _v(p.lag_ms),
+                         _v(p.needs_transfer)))
         lines.append("")
         lines += _table(rows)
-    elif r.get("role") == "master":
+    elif r.role == "master":
         lines.append(indent + "replicas none")
     lines.append("")
-    lines.append("last transfer  " + _format_transfer(r.get("last_transfer"), now))
+    lines.append("last transfer  " + _format_transfer(r.last_transfer, now))
     return lines
 
 
-def _format_transfer(t: dict[str, Any] | None, now: float | None = None) -> str:
-    if not t:
+def _format_transfer(t: TransferInfo | None, now: float | None = None) -> str:
+    if t is None:
         return "none"
-    direction = t.get("direction")
-    peer = _v(t.get("peer"))
-    what = f"sent to {peer}" if direction == "sent" else f"received from {peer}" if direction == "received" \
-        else f"{_v(direction)} {peer}"
-    at = t.get("at")
+    what = f"sent to {t.peer}" if t.direction == "sent" else f"received from {t.peer}" if t.direction == "received" \
+        else f"{t.direction} {t.peer}"
     when = "-"
-    if isinstance(at, (int, float)):
-        ago = (time.time() if now is None else now) - at
-        when = f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))} ({ago:.0f}s ago)"
-    duration = t.get("duration_s")
-    took = f"{duration:.2f}s" if isinstance(duration, (int, float)) else "-"
-    return (f"{what} at {when}: {_v(t.get('records'))} records, {_bytes(t.get('bytes'))} in {took}, "
-            f"up to seq {_v(t.get('at_seq'))}")
+    if t.at is not None:
+        ago = (time.time() if now is None else now) - t.at
+        when = f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t.at))} ({ago:.0f}s ago)"
+    took = "-" if t.duration_s is None else f"{t.duration_s:.2f}s"
+    return f"{what} at {when}: {_v(t.records)} records, {_bytes(t.bytes)} in {took}, up to seq {_v(t.at_seq)}"
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

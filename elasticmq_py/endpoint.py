@@ -1,9 +1,9 @@
 """One request in, one response out, independent of the HTTP stack.
 
-``Endpoint.handle`` returns an ``HttpResponse`` (almost always on a single node: the local backend
-answers at once), a ``Reply`` (a backend that answers by callback: the cluster's master, once
-replicas acknowledged), or an awaitable of one (a long poll, or a backend that only offers
-futures). The glue only makes a task in the last case, which keeps the common paths free of it.
+``Endpoint.handle(request, reply)`` answers through ``reply`` (elasticmq_py/reply.py): at once on
+a single node, once replicas acknowledged on the cluster's master, or from the master's answer
+when the node core routes the request there. The backend is called the same way everywhere:
+``execute(command, done)``. Only a receive that long-polls continues as a Task.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable
+from typing import Callable
 
 from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMessage
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from storage.results import ReceiveMessageResult
 
+from cluster.node_core import ForwardTo, Refuse
+
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
-from elasticmq_py.backend import Backend, LocalBackend
-from elasticmq_py.forwarding import ForwardError, Forwarder
+from elasticmq_py.backend import Backend, run
 from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.addressing import base_url, region_from_headers
@@ -47,46 +48,39 @@ class EndpointConfig:
 
 class Endpoint:
     def __init__(self, backend: Backend, config: EndpointConfig = EndpointConfig(),
-                 admin: ClusterAdmin | None = None, forwarder: "Forwarder | None" = None):
+                 admin: ClusterAdmin | None = None):
         self.backend = backend
         self.config = config
         self.admin = admin
-        self.forwarder = forwarder      # a cluster member's: hands SQS requests to the master
-        if forwarder is not None:
-            forwarder.endpoint = self
         self.model = sqs_model()
         self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives,
-                                           cluster=backend.cluster_status if admin is not None else None)
-        # The local backend answers synchronously: its execute() wraps execute_now() in a
-        # finished future, which the common path can skip. Any other backend (or one whose
-        # execute was replaced) goes through execute() and its future.
-        local = (getattr(type(backend), "execute", None) is LocalBackend.execute
-                 and "execute" not in getattr(backend, "__dict__", {}))
-        self._execute_now = backend.execute_now if local else None
-        # A backend that can answer by callback (the cluster member) is answered through a Reply.
-        self._execute_then = None if local else getattr(backend, "execute_then", None)
+                                           cluster=backend.status if admin is not None else None)
         self._namespaces: dict[str, Namespace] = {}      # region -> Namespace (a frozen dataclass)
 
     # -- entry points ------------------------------------------------------------------------
 
-    def handle(self, req: HttpRequest) -> HttpResponse | Reply | Awaitable[HttpResponse]:
+    def handle(self, req: HttpRequest, reply: Reply) -> None:
         if req.method == "GET" and req.path in _ADMIN:
-            return _ADMIN[req.path](self, req)
+            reply.set(_ADMIN[req.path](self, req))
+            return
         if req.path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
-            return self.admin.handle(req) if self.admin is not None else not_a_cluster(req)
-        if self.forwarder is not None:
-            try:
-                master = self.forwarder.target()
-            except ForwardError as e:
-                return self.reject(req.headers, SERVICE_UNAVAILABLE(f"{e}. The request was not executed; retry."))
-            if master is not None:
-                return self.forwarder.forward(master, req, lambda msg: self.reject(
-                    req.headers, SERVICE_UNAVAILABLE(msg)))
-        return self._sqs(req)
+            if self.admin is None:
+                reply.set(not_a_cluster(req))
+            else:
+                reply.follow(self.admin.handle(req), lambda: self.reject(req.headers, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
+            return
+        route = self.backend.route()
+        t = type(route)
+        if t is ForwardTo:
+            self.backend.forward(req, lambda resp, err: reply.set(resp if err is None else self.reject(req.headers, err)))
+        elif t is Refuse:
+            self._sqs(req, reply, refused=route.reason)
+        else:
+            self._sqs(req, reply)
 
-    def handle_forwarded(self, req: HttpRequest) -> HttpResponse | Reply | Awaitable[HttpResponse]:
+    def handle_forwarded(self, req: HttpRequest, respond: "Callable[[HttpResponse], None]") -> None:
         """A request another member forwarded to us (the master): never forwarded again."""
-        return self._sqs(req)
+        self._sqs(req, Reply(respond))
 
     def reject(self, headers: dict[str, str], err: SqsError) -> HttpResponse:
         """A response for a request the glue refused before reading it (too large, bad HTTP),
@@ -97,7 +91,7 @@ class Endpoint:
     # -- admin ------------------------------------------------------------------------------
 
     def _health(self, req: HttpRequest) -> HttpResponse:
-        ok = self.backend.can_serve_writes()
+        ok = type(self.backend.route()) not in (ForwardTo, Refuse)
         body = json.dumps({"status": "ok" if ok else "unavailable"}).encode()
         return HttpResponse(200 if ok else 503, (("Content-Type", "application/json"),), body)
 
@@ -105,42 +99,25 @@ class Endpoint:
         return HttpResponse(200, (("Content-Type", metrics_mod.CONTENT_TYPE),), self.metrics.render())
 
     def _cluster(self, req: HttpRequest) -> HttpResponse:
-        st = self.backend.cluster_status()
-        if b"digest=1" in req.query and hasattr(self.backend, "digest"):
-            # O(state): only on request (tests and operators comparing members after a heal)
-            st.setdefault("replication", {})["digest"] = self.backend.digest()
-        body = json.dumps(st, indent=1).encode()
+        # ?digest=1 is O(state): only on request (tests and operators comparing members after a heal)
+        st = self.backend.status(digest=b"digest=1" in req.query)
+        body = json.dumps(st.to_dict(), indent=1).encode()
         return HttpResponse(200, (("Content-Type", "application/json"),), body)
 
     # -- SQS --------------------------------------------------------------------------------
 
-    def _sqs(self, req: HttpRequest):
+    def _sqs(self, req: HttpRequest, reply: Reply, refused: str | None = None) -> None:
         call = _Call(JSON if "x-amz-target" in req.headers else QUERY, "unknown", _request_id(),
                      _perf_counter())
         try:
             command, ctx = self._parse(req, call)
-            execute_now = self._execute_now
-            if execute_now is not None:
-                result = execute_now(command)
-                if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
-                    return self._ok(call, result, ctx)
-                return self._guarded_wait(call, command, None, ctx, result)
-            execute_then = self._execute_then
-            if execute_then is not None:
-                reply = Reply()
-                execute_then(command, lambda result, err: self._answer(reply, call, command, ctx, result, err))
-                # answered at once (a refusal, say): no callback needed
-                return reply.response if reply.response is not None else reply
-            pending = self.backend.execute(command)
-            if pending.done():
-                result = pending.result()
-                if not (isinstance(command, ReceiveMessage) and self._should_wait(command, result)):
-                    return self._ok(call, result, ctx)
-            return self._guarded_wait(call, command, pending, ctx)
+            if refused is not None:
+                raise SERVICE_UNAVAILABLE(f"{refused} The request was not executed; retry.")
+            self.backend.execute(command, lambda result, err: self._answer(reply, call, command, ctx, result, err))
         except SqsError as e:
-            return self._error(call, e)
+            reply.set(self._error(call, e))
         except Exception:
-            return self._internal_error(call)
+            reply.set(self._internal_error(call))
 
     def _parse(self, req: HttpRequest, call: "_Call") -> tuple[Command, RequestContext]:
         headers = req.headers
@@ -178,7 +155,7 @@ class Endpoint:
             if err is not None:
                 raise err
             if isinstance(command, ReceiveMessage) and self._should_wait(command, result):
-                reply.follow(self._guarded_wait(call, command, None, ctx, result),
+                reply.follow(self._guarded_wait(call, command, ctx, result),
                              lambda: self._error(call, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
                 return
             resp = self._ok(call, result, ctx)
@@ -192,32 +169,26 @@ class Endpoint:
     def _should_wait(command: ReceiveMessage, result: ReceiveMessageResult) -> bool:
         return not result.messages and command.wait_time_seconds != 0
 
-    async def _wait(self, call: "_Call", command: Command, pending, ctx: RequestContext,
-                    result=None) -> HttpResponse:
-        """The slow path: a backend that answers later, or a receive that long-polls (``result``:
-        its first, empty answer, when the backend gave it synchronously)."""
-        if pending is not None:
-            result = await pending
-        if not isinstance(command, ReceiveMessage) or not self._should_wait(command, result):
-            return self._ok(call, result, ctx)
+    async def _wait(self, call: "_Call", command: ReceiveMessage, ctx: RequestContext,
+                    result: ReceiveMessageResult) -> HttpResponse:
+        """A receive that long-polls: ``result`` is its first, empty answer."""
         wait_s = command.wait_time_seconds
         if wait_s is None:  # the queue's ReceiveMessageWaitTimeSeconds is the default
-            attrs = await self.backend.execute(
-                GetQueueAttributes(command.queue, ("ReceiveMessageWaitTimeSeconds",)))
+            attrs = await run(self.backend, GetQueueAttributes(command.queue, ("ReceiveMessageWaitTimeSeconds",)))
             wait_s = int(attrs.attributes.get("ReceiveMessageWaitTimeSeconds", "0"))
         deadline = self.backend.now_ms() + wait_s * 1000
         while not result.messages and self.backend.now_ms() < deadline:
             await self.backend.wait_for_messages(command.queue, deadline)
-            result = await self.backend.execute(command)
+            result = await run(self.backend, command)
         return self._ok(call, result, ctx)
 
-    async def _guarded_wait(self, call: "_Call", command: Command, pending, ctx: RequestContext,
-                            result=None) -> HttpResponse:
+    async def _guarded_wait(self, call: "_Call", command: ReceiveMessage, ctx: RequestContext,
+                            result: ReceiveMessageResult) -> HttpResponse:
         """``_wait``, its errors answered. ``_wait``'s coroutine is made only once this one runs:
         made up front, it was never awaited when the connection closed before the Task's first
         step (the Task cancelled), and Python warned about it."""
         try:
-            return await self._wait(call, command, pending, ctx, result)
+            return await self._wait(call, command, ctx, result)
         except SqsError as e:
             return self._error(call, e)
         except Exception:

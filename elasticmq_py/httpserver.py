@@ -14,6 +14,7 @@ cancelling a waiting request when its client disconnects.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -70,7 +71,7 @@ def encode_response(resp: HttpResponse, keep_alive: bool) -> bytes:
 class HttpProtocol(asyncio.Protocol):
     __slots__ = ("endpoint", "max_body", "transport", "parser", "_url", "_headers", "_header_bytes",
                  "_body", "_body_len", "_queue", "_task", "_closing", "_paused_writing",
-                 "_rejected", "_registry", "last_active", "_peer")
+                 "_rejected", "_registry", "last_active", "_peer", "_draining")
 
     def __init__(self, endpoint: Endpoint, max_body: int, registry: set | None = None):
         self.endpoint = endpoint
@@ -80,7 +81,8 @@ class HttpProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self._queue: deque[tuple[HttpRequest, bool]] = deque()
-        self._task: asyncio.Task | Reply | None = None   # the answer being waited for
+        self._task: Reply | None = None   # the answer being waited for
+        self._draining = False            # dispatching pipelined requests (see _replied)
         self._closing = False
         self._paused_writing = False
         self._peer: str | None = None
@@ -210,42 +212,30 @@ class HttpProtocol(asyncio.Protocol):
     # -- dispatch ----------------------------------------------------------------------------
 
     def _dispatch(self, req: HttpRequest, keep_alive: bool) -> None:
+        reply = self._task = Reply(functools.partial(self._replied, keep_alive))
         try:
-            out = self.endpoint.handle(req)
+            self.endpoint.handle(req, reply)
         except Exception:  # the endpoint catches everything; this is the last line of defence
             log.exception("unhandled error")
-            out = self.endpoint.reject(req.headers, perr.BAD_REQUEST("Internal error."))
-        if isinstance(out, HttpResponse):
-            self._write(out, keep_alive)
-        elif type(out) is Reply:
-            self._task = out
-            out.then(lambda resp, ka=keep_alive: self._replied(resp, ka))
-        else:
-            self._task = asyncio.ensure_future(out)
-            self._task.add_done_callback(lambda t, ka=keep_alive: self._done(t, ka))
+            reply.set(self.endpoint.reject(req.headers, perr.BAD_REQUEST("Internal error.")))
 
-    def _done(self, task: asyncio.Task, keep_alive: bool) -> None:
-        if task.cancelled() or self._closing:
-            self._task = None
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._task = None
-            log.error("unhandled error in a waiting request", exc_info=exc)
-            self._write(self.endpoint.reject({}, perr.BAD_REQUEST("Internal error.")), False)
-            return
-        self._replied(task.result(), keep_alive)
-
-    def _replied(self, resp: HttpResponse, keep_alive: bool) -> None:
+    def _replied(self, keep_alive: bool, resp: HttpResponse) -> None:
         self._task = None
         if self._closing:
             return
         self._write(resp, keep_alive)
-        while self._queue and self._task is None and not self._closing:
-            req, ka = self._queue.popleft()
-            self._dispatch(req, ka)
-        if not self._queue and not self._closing and not self._paused_writing:
-            self.transport.resume_reading()
+        if self._queue and not self._draining:
+            # Answers often come inside _dispatch itself: dispatch what was pipelined meanwhile
+            # here, in a loop, rather than one level of recursion deeper per request.
+            self._draining = True
+            try:
+                while self._queue and self._task is None and not self._closing:
+                    req, ka = self._queue.popleft()
+                    self._dispatch(req, ka)
+            finally:
+                self._draining = False
+            if not self._queue and not self._closing and not self._paused_writing:
+                self.transport.resume_reading()
 
     def is_idle(self, now: float) -> bool:
         return (self._task is None and not self._queue and not self._body

@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster.status import NodeStatus
+
 from elasticmq_py.config import DEFAULT_PORT
 
 HOST = "127.0.0.1"
@@ -175,13 +177,12 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return f"(cannot read {path}: {e})\n"
 
 
-def _get_status(url: str, timeout: float = 1.0) -> dict | None:
+def _get_status(url: str, timeout: float = 1.0) -> NodeStatus | None:
     try:
         with urllib.request.urlopen(url + "/cluster", timeout=timeout) as r:
-            st = json.loads(r.read())
-    except (OSError, ValueError):  # not listening yet, 5xx (HTTPError is an OSError), not JSON
+            return NodeStatus.from_dict(json.loads(r.read()))
+    except (OSError, ValueError, TypeError):  # not listening yet, 5xx (HTTPError is an OSError), not a status
         return None
-    return st if isinstance(st, dict) else None
 
 
 class LocalCluster:
@@ -209,23 +210,22 @@ class LocalCluster:
     def exited(self) -> dict[str, int]:
         return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
 
-    def statuses(self) -> dict[str, dict | None]:
+    def statuses(self) -> dict[str, NodeStatus | None]:
         return {n.name: _get_status(n.url) for n in self.plan}
 
     @staticmethod
-    def ready_master(statuses: dict[str, dict | None]) -> str | None:
+    def ready_master(statuses: dict[str, NodeStatus | None]) -> str | None:
         """The master every node agrees on, once it serves; else None."""
         if any(st is None for st in statuses.values()):
             return None
-        masters = {st.get("master") for st in statuses.values()}
+        masters = {st.master for st in statuses.values()}
         if len(masters) != 1 or None in masters:
             return None
         master = masters.pop()
         st = statuses.get(master)
-        if st is None or not st.get("active"):
+        if st is None or not st.active:
             return None
-        repl = st.get("replication") or {}
-        if repl.get("enabled") and repl.get("serving") is False:
+        if st.replication.enabled and st.replication.serving is False:
             return None
         return master
 
@@ -278,14 +278,13 @@ def _err(msg: str) -> None:
     print(f"elasticmq-py local-cluster: {msg}", file=sys.stderr, flush=True)
 
 
-def _role(name: str, master: str, st: dict, forward: bool) -> str:
+def _role(name: str, master: str, st: NodeStatus, forward: bool) -> str:
     if name == master:
         return "master"
-    repl = st.get("replication") or {}
-    if repl.get("enabled"):
-        role = repl.get("role") or "replica"
+    if st.replication.enabled:
+        role = st.replication.role or "replica"
         return f"{role} (forwards to the master)" if forward else f"{role} (answers 503: --no-forward)"
-    return str(st.get("role") or "member")
+    return st.role or "member"
 
 
 def run(args: argparse.Namespace) -> int:

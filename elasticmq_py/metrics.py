@@ -11,6 +11,8 @@ from prometheus_client import metrics as _prom_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from cluster.status import NodeStatus
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _BUCKETS = (0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -64,58 +66,57 @@ class _GcCollector:
 
 
 class _ClusterCollector:
-    """Membership gauges from the node's cluster status (the same dict GET /cluster shows)."""
+    """Membership gauges from the node's status (the same values GET /cluster shows)."""
 
-    def __init__(self, status: Callable[[], dict]):
+    def __init__(self, status: Callable[[], NodeStatus]):
         self._status = status
 
     def collect(self):
         st = self._status()
-        view = st.get("view") or None
+        view = st.view
         yield GaugeMetricFamily("elasticmq_cluster_active",
                                 "1 if this node is the active master (serves SQS calls), else 0",
-                                value=1 if st.get("active") else 0)
+                                value=1 if st.active else 0)
         yield GaugeMetricFamily("elasticmq_cluster_master", "1 if this node is the master of the current view",
-                                value=1 if view and view.get("master") == st.get("node") else 0)
+                                value=1 if view is not None and view.master == st.node else 0)
         yield GaugeMetricFamily("elasticmq_cluster_quorum", "1 if this node sees a quorum of the members",
-                                value=1 if st.get("quorum") else 0)
-        if view:
+                                value=1 if st.quorum else 0)
+        if view is not None:
             yield GaugeMetricFamily("elasticmq_cluster_view_id", "Id of the view installed on this node",
-                                    value=view["view_id"])
-            yield GaugeMetricFamily("elasticmq_cluster_epoch", "Epoch of the current view", value=view["epoch"])
+                                    value=view.view_id)
+            yield GaugeMetricFamily("elasticmq_cluster_epoch", "Epoch of the current view", value=view.epoch)
             yield GaugeMetricFamily("elasticmq_cluster_view_members", "Members of the current view",
-                                    value=len(view["members"]))
-        if st.get("term") is not None:
-            yield GaugeMetricFamily("elasticmq_cluster_raft_term", "This node's Raft term", value=st["term"])
-        if st.get("configured") is not None:
+                                    value=len(view.members))
+        if st.term is not None:
+            yield GaugeMetricFamily("elasticmq_cluster_raft_term", "This node's Raft term", value=st.term)
+        if st.configured is not None:
             yield GaugeMetricFamily("elasticmq_cluster_configured_members", "Members in the Raft configuration",
-                                    value=len(st["configured"]))
+                                    value=len(st.configured))
         link = GaugeMetricFamily("elasticmq_cluster_peer_link_up",
                                  "1 if the link to/from the peer is connected (out: we dial it; in: it dialled us)",
                                  labels=["peer", "direction"])
-        for peer, info in sorted((st.get("peers") or {}).items()):
-            link.add_metric([peer, "out"], 1 if info.get("out") == "up" else 0)
-            link.add_metric([peer, "in"], 1 if info.get("in") else 0)
+        for peer, info in sorted(st.peers.items()):
+            link.add_metric([peer, "out"], 1 if info.out == "up" else 0)
+            link.add_metric([peer, "in"], 1 if info.incoming else 0)
         yield link
-        raft = st.get("raft") or {}
-        if "auth_failures" in raft:
+        if st.raft is not None:
             yield GaugeMetricFamily("elasticmq_cluster_auth_failures",
                                     "Raft connections refused for a wrong cluster secret",
-                                    value=raft["auth_failures"])
+                                    value=st.raft.auth_failures)
 
 
 class _ReplicationCollector:
-    """Mutation-stream gauges from the "replication" part of the node's cluster status. Nothing
-    is emitted while replication is off, so a single node's /metrics stays as it was. A figure
-    the node does not report (a replica has no replicas, a master no applied seq) is left out
-    rather than shown as 0, which would read as a real value."""
+    """Mutation-stream gauges from the replication part of the node's status. Nothing is emitted
+    while replication is off, so a single node's /metrics stays as it was. A figure the node does
+    not report (a replica has no replicas, a master no applied seq) is left out rather than shown
+    as 0, which would read as a real value."""
 
-    def __init__(self, status: Callable[[], dict]):
+    def __init__(self, status: Callable[[], NodeStatus]):
         self._status = status
 
     def collect(self):
-        r = self._status().get("replication") or {}
-        if not r.get("enabled"):
+        r = self._status().replication
+        if not r.enabled:
             return
 
         def gauge(name: str, doc: str, value, scale: float = 1.0):
@@ -123,26 +124,26 @@ class _ReplicationCollector:
                 return None
             return GaugeMetricFamily(f"elasticmq_replication_{name}", doc, value=float(value) * scale)
 
-        log = r.get("log") or {}
+        log = r.log
         gauges = [
             gauge("enabled", "1: this node takes part in the mutation stream", 1),
             gauge("serving", "1 while the stream lets this node serve (a new master: once synchronised "
-                             "with a majority)", r.get("serving")),
+                             "with a majority)", r.serving),
             gauge("halted", "1 if the stream is halted: the master cannot reach a replica, or a replica "
-                            "its master", r.get("halted")),
+                            "its master", r.halted),
             gauge("throttling", "1 while the master throttles producers for a lagging reachable replica",
-                  r.get("throttling")),
+                  r.throttling),
             gauge("delay_seconds", "Age of the oldest mutation not acknowledged by every replica",
-                  r.get("delay_ms"), 0.001),
+                  r.delay_ms, 0.001),
             gauge("queue_ops", "Client operations waiting to be replicated or acknowledged",
-                  r.get("replication_queue")),
-            gauge("epoch", "Epoch of the mutation stream", r.get("epoch")),
-            gauge("log_last_seq", "Last sequence number in the replication log", log.get("last_seq")),
-            gauge("log_entries", "Batches held in the replication log", log.get("entries")),
-            gauge("log_bytes", "Size of the replication log", log.get("bytes")),
-            gauge("applied_seq", "Last sequence number applied on this replica", r.get("applied_seq")),
+                  r.replication_queue),
+            gauge("epoch", "Epoch of the mutation stream", r.epoch),
+            gauge("log_last_seq", "Last sequence number in the replication log", log and log.last_seq),
+            gauge("log_entries", "Batches held in the replication log", log and log.entries),
+            gauge("log_bytes", "Size of the replication log", log and log.bytes),
+            gauge("applied_seq", "Last sequence number applied on this replica", r.applied_seq),
             gauge("rejected_frames", "Stream frames dropped as unauthenticated, malformed or stale",
-                  r.get("rejected_frames")),
+                  r.rejected_frames),
         ]
         yield from (g for g in gauges if g is not None)
 
@@ -154,27 +155,27 @@ class _ReplicationCollector:
             "needs_transfer": ("replica_needs_transfer", "1 if the replica is behind the log and needs a "
                                                          "state transfer", 1.0),
         }
-        replicas = sorted((r.get("replicas") or {}).items())  # only the master has replicas
+        replicas = sorted(r.replicas.items())  # only the master has replicas
         for key, (name, doc, scale) in per_replica.items() if replicas else ():
             g = GaugeMetricFamily(f"elasticmq_replication_{name}", doc, labels=["replica"])
             for replica, info in replicas:
-                if info.get(key) is not None:
-                    g.add_metric([replica], float(info[key]) * scale)
+                if getattr(info, key) is not None:
+                    g.add_metric([replica], float(getattr(info, key)) * scale)
             yield g
 
-        t = r.get("last_transfer")
-        if t:
-            labels = [str(t.get("direction", "")), str(t.get("peer", ""))]
+        t = r.last_transfer
+        if t is not None:
+            labels = [t.direction, t.peer]
             for key, name, doc in (
                 ("records", "records", "Records in the last state transfer"),
                 ("bytes", "bytes", "Bytes in the last state transfer"),
                 ("duration_s", "duration_seconds", "Duration of the last state transfer"),
                 ("at", "timestamp_seconds", "Unix time of the last state transfer"),
             ):
-                if t.get(key) is not None:
+                if getattr(t, key) is not None:
                     g = GaugeMetricFamily(f"elasticmq_replication_last_transfer_{name}", doc,
                                           labels=["direction", "peer"])
-                    g.add_metric(labels, float(t[key]))
+                    g.add_metric(labels, float(getattr(t, key)))
                     yield g
 
 
@@ -219,7 +220,7 @@ class _RequestCollector:
 
 class Metrics:
     def __init__(self, stats: Callable[[], dict], waiting: Callable[[], int],
-                 cluster: Callable[[], dict] | None = None):
+                 cluster: Callable[[], NodeStatus] | None = None):
         self.registry = CollectorRegistry(auto_describe=False)
         # Per-request work is a few dict lookups and increments; the Prometheus families are
         # built only when /metrics is scraped. Insertion order = the order of first observation,

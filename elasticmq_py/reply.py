@@ -1,12 +1,10 @@
-"""Reply: an HTTP response that arrives later, handed over by callback instead of a Task.
+"""Reply: the one-shot slot for a request's HTTP response, handed down to whoever answers it.
 
-A replicated write is answered when its batch is acknowledged, from inside the stream's ack
-handler. Through a Future awaited by a coroutine in a Task, that answer took three more turns of
-the event loop (the future's callbacks, the task's step, the task's done-callbacks), each one
-scheduled with ``call_soon``; on a busy master the Task, the coroutine and those turns were a
-sixth of its CPU per request (py-spy, 16 connections). A Reply is a one-shot slot: the backend's
-callback fills it and the consumer (the HTTP connection, or the forwarder answering another
-member) writes the response in the same turn.
+The HTTP connection (or the master answering another member's forwarded request) makes one per
+request and passes it down: ``Endpoint.handle(request, reply)``. Whoever has the answer calls
+``set``, at once (a single node, a refusal) or later (a replicated write, from inside the
+stream's ack handler, in the same turn of the loop). One kind of thing goes down and the answer
+comes back through it, so no layer branches on whether it got a response, a future or a task.
 
 Only a receive that long-polls after its first, empty answer continues as a Task (``follow``).
 Nothing here is thread-safe: it lives on the loop of the connection that made it.
@@ -24,47 +22,44 @@ log = logging.getLogger(__name__)
 
 
 class Reply:
-    __slots__ = ("response", "_then", "_cancelled", "_task", "_on_error")
+    __slots__ = ("_on_answer", "_answered", "_cancelled", "_task", "_on_error")
 
-    def __init__(self) -> None:
-        self.response: HttpResponse | None = None
-        self._then: Callable[[HttpResponse], None] | None = None
+    def __init__(self, on_answer: Callable[[HttpResponse], None]) -> None:
+        self._on_answer = on_answer
+        self._answered = False
         self._cancelled = False
         self._task: asyncio.Task | None = None
         self._on_error: Callable[[], HttpResponse] | None = None
 
     def set(self, response: HttpResponse) -> None:
         """The answer; the first one counts, and none after ``cancel``."""
-        if self._cancelled or self.response is not None:
+        if self._answered or self._cancelled:
             return
-        self.response = response
-        then, self._then = self._then, None
-        if then is not None:
-            then(response)
-
-    def then(self, fn: Callable[[HttpResponse], None]) -> None:
-        """Call ``fn`` with the answer: now if it is there, else when it comes."""
-        if self.response is not None:
-            fn(self.response)
-        elif not self._cancelled:
-            self._then = fn
+        self._answered = True
+        self._on_answer(response)
 
     def follow(self, work: Awaitable[HttpResponse], on_error: Callable[[], HttpResponse]) -> None:
         """Take the answer from ``work``, run as a Task (``on_error``: the answer if it raises)."""
+        if self._cancelled:
+            close = getattr(work, "close", None)
+            if close is not None:
+                close()
+            return
         self._on_error = on_error
         self._task = asyncio.ensure_future(work)
         self._task.add_done_callback(self._followed)
 
     def cancel(self) -> None:
-        """Nobody wants the answer any more (the connection closed): drop the callback, and let
-        a long poll go of its waiter."""
+        """Nobody wants the answer any more (the connection closed): a long poll lets go of its
+        waiter, and a later answer is dropped."""
+        if self._answered or self._cancelled:
+            return
         self._cancelled = True
-        self._then = None
         if self._task is not None:
             self._task.cancel()
 
     def done(self) -> bool:
-        return self.response is not None or self._cancelled
+        return self._answered or self._cancelled
 
     def _followed(self, task: asyncio.Task) -> None:
         self._task = None

@@ -16,7 +16,7 @@ from storage.errors import SqsError
 from cluster.clock import SystemClock
 
 from elasticmq_py.admin import ClusterAdmin
-from elasticmq_py.backend import Backend, LocalBackend
+from elasticmq_py.backend import Backend, LocalBackend, run
 from elasticmq_py.clustered import ClusterBackend
 from elasticmq_py.config import Config, ConfigError
 from elasticmq_py.endpoint import Endpoint, EndpointConfig
@@ -56,9 +56,13 @@ class Server:
     # -- async ------------------------------------------------------------------------------
 
     async def start_async(self) -> "Server":
+        """Build the node in the order a reader would explain it: the storage backend (local,
+        or a cluster member over it), the endpoint in front of it, the backend started with the
+        endpoint answering what other members forward, then the HTTP listener."""
         cfg = self.config
         backend = self._backend
         queues = self._configured_queues()
+        admin = None
         if backend is None:
             backend = LocalBackend(SystemClock(), cfg.limits_profile, node_name=cfg.node_name)
             if cfg.cluster is not None:
@@ -66,28 +70,26 @@ class Server:
                 # first, so that a bad queue definition fails at start-up on every member.
                 self._check_queues(queues)
                 backend = ClusterBackend(backend, cfg.cluster, on_master=queues)
+        if isinstance(backend, ClusterBackend):
+            # a cluster member's backend offers step_down / add_member / remove_member
+            admin = ClusterAdmin(backend, cfg.cluster.cluster.secret, cfg.admin_from)
         self.backend = backend
-        await self.backend.start()
+        self.endpoint = Endpoint(backend, EndpointConfig(
+            account_id=cfg.account_id, region=cfg.region,
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"), admin=admin)
+        await backend.start(serve_forwarded=self.endpoint.handle_forwarded)
         if not isinstance(backend, ClusterBackend):
             try:
                 for command in queues:
                     await self._create(command)
             except BaseException:
-                await self.backend.stop()
+                await backend.stop()
                 raise
-        admin = None
-        if cfg.cluster is not None:
-            # the backend of a cluster member offers step_down / add_member / remove_member
-            admin = ClusterAdmin(self.backend, cfg.cluster.cluster.secret, cfg.admin_from)
-        self.endpoint = Endpoint(self.backend, EndpointConfig(
-            account_id=cfg.account_id, region=cfg.region,
-            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"), admin=admin,
-            forwarder=getattr(self.backend, "forwarder", None))
         if self.listen:
             try:
                 self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes())
             except BaseException:
-                await self.backend.stop()
+                await backend.stop()
                 raise
             self._port = self._server.port
             log.info("elasticmq-py listening on %s", self.endpoint_url)
@@ -124,7 +126,7 @@ class Server:
 
     async def _create(self, command: CreateQueue) -> None:
         try:
-            await self.backend.execute(command)
+            await run(self.backend, command)
         except SqsError as e:
             raise _config_error(command, e) from None
 
@@ -132,7 +134,7 @@ class Server:
 
     async def execute_async(self, command: Command) -> Any:
         """Run a command on the server's loop; raises ``SqsError`` as the endpoint would."""
-        return await self.backend.execute(command)
+        return await run(self.backend, command)
 
     def execute(self, command: Command) -> Any:
         """The same, from any thread other than the server's own."""

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from cluster.replication.core import PLANTABLE_BUGS
+from cluster.plantable import PLANTABLE_BUGS
 
 from sim.scenario import CRASH_POLICIES, POLICIES
 

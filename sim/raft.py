@@ -12,20 +12,21 @@ membership layer builds on:
 * the election restriction (a candidate's log must be at least as up to date as the voter's);
 * leader fallback: a leader that has not heard from a majority within ``leader_fallback`` steps
   down (pysyncobj's leaderFallbackTimeout);
-* randomised election timeouts in [election_min, election_max] from the seed;
-* the project's own additions on top of pysyncobj, reproduced: every AppendEntries carries the
-  leader's send stamp and every accepted one is answered with a lease ack (cluster/lease.py);
-  the vote guard drops RequestVote for ``vote_guard`` after leader contact and for
-  ``election_max`` after start (cluster.lease.VoteGuard, the same class);
+* every AppendEntries carries the leader's send stamp, as the product's transport adds it.
+
+Like pysyncobj in the product, it never starts an election on its own: the election core
+(cluster/election.py, the same code the product runs on pysyncobj's thread) decides when this
+node stands (``start_election``) after its pre-vote, which messages reach this model (the vote
+guard, the fence), and answers accepted AppendEntries with lease acks (sim/node.py binds them).
 * durable Raft state, as the product keeps it in ``[node] state-dir`` (pysyncobj's journal):
   a restarted node comes back with its term, its vote, its log and its commit index, and
   re-applies the committed entries (``RaftNode.durable`` / ``restore``). Without it a restarted
   node voted with an empty log for a candidate that lacked a committed view (sim/README.md,
   bug 1).
 
-It feeds MembershipCore the events the live runtime feeds it: a ``RaftSample`` on every tick and
-every role/term change, a ``LeaseAck`` per accepted heartbeat answer, a ``ViewCommitted`` per
-applied view entry. What it leaves to the chaos tests (tests against real pysyncobj processes):
+The node feeds the membership core what the live runtime feeds it: a ``RaftSample`` on every
+role/term change, a ``LeaseAck`` per accepted heartbeat, a ``ViewCommitted`` per applied view
+entry. What it leaves to the chaos tests (tests against real pysyncobj processes):
 pysyncobj's own bugs and timing quirks, its batching and snapshots, dynamic membership changes,
 leadership transfer, and clock drift between nodes (the simulator shares one clock).
 """
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cluster.config import Timing
-from cluster.lease import VoteGuard, majority
+from cluster.lease import majority
 from cluster.membership import CANDIDATE, FOLLOWER, LEADER
 
 
@@ -79,26 +80,22 @@ class AppendReply:
     term: int
     success: bool
     match: int
-    stamp: float
 
 
 class RaftNode:
-    """One member's Raft state. ``send(to, msg)``, ``changed()`` (role/term/leader changed),
-    ``lease_ack(peer, term, stamp)`` and ``apply(record)`` are the host's."""
+    """One member's Raft state. ``send(to, msg)``, ``changed()`` (role/term/leader changed) and
+    ``apply(record)`` are the host's."""
 
-    def __init__(self, name: str, names: list[str], timing: Timing, rng: random.Random, now: float, *,
-                 send: Callable[[str, Any], None], changed: Callable[[], None],
-                 lease_ack: Callable[[str, int, float], None], apply: Callable[[Any], None],
+    def __init__(self, name: str, names: list[str], timing: Timing, now: float, *,
+                 send: Callable[[str, Any], None], changed: Callable[[], None], apply: Callable[[Any], None],
                  restore: Durable | None = None):
         self.name = name
         self.peers = [n for n in names if n != name]
         self.configured = frozenset(names)
         self.quorum = majority(len(names))
         self.t = timing
-        self.rng = rng
         self._send = send
         self._changed = changed
-        self._lease_ack = lease_ack
         self._apply = apply
         self.term = 0
         self.voted_for: str | None = None
@@ -112,8 +109,6 @@ class RaftNode:
         self.match: dict[str, int] = {}
         self.last_response: dict[str, float] = {}
         self.last_heartbeat = 0.0
-        self.guard = VoteGuard(timing.vote_guard, started_at=now, startup_quiet=timing.election_max)
-        self.deadline = now + self._timeout()
         if restore is not None:
             self.term, self.voted_for, self.commit = restore.term, restore.voted_for, restore.commit
             self.log = list(restore.log)
@@ -124,9 +119,6 @@ class RaftNode:
     def replay(self) -> None:
         """At start: apply what the journal says was committed (pysyncobj does on its first tick)."""
         self._apply_committed()
-
-    def _timeout(self) -> float:
-        return self.rng.uniform(self.t.election_min, self.t.election_max)
 
     @property
     def last_index(self) -> int:
@@ -147,16 +139,16 @@ class RaftNode:
                 return
             if now - self.last_heartbeat >= self.t.heartbeat:
                 self._broadcast(now)
-        elif now >= self.deadline:
-            self._start_election(now)
 
-    def _start_election(self, now: float) -> None:
+    def start_election(self, now: float) -> None:
+        """The election core says: stand now."""
+        if self.role == LEADER:
+            return
         self.term += 1
         self.role = CANDIDATE
         self.leader = None
         self.voted_for = self.name
         self.votes = {self.name}
-        self.deadline = now + self._timeout()
         self._changed()
         msg = RequestVote(self.term, self.last_index, self.last_term)
         for p in self.peers:
@@ -172,7 +164,6 @@ class RaftNode:
             self.leader = None
         self.role = FOLLOWER
         self.votes = set()
-        self.deadline = now + self._timeout()
 
     def _maybe_win(self, now: float) -> None:
         if self.role != CANDIDATE or len(self.votes) < self.quorum:
@@ -236,9 +227,6 @@ class RaftNode:
             self._on_vote_reply(sender, msg, now)
 
     def _on_vote_request(self, sender: str, m: RequestVote, now: float) -> None:
-        # The transport's vote guard drops it unread (cluster/lease.py): no term change, no answer.
-        if not self.guard.allows_vote(now, self.role == LEADER):
-            return
         changed = False
         if m.term > self.term:
             self._become_follower(m.term, now)
@@ -248,7 +236,6 @@ class RaftNode:
                 and (m.last_term, m.last_index) >= (self.last_term, self.last_index):
             self.voted_for = sender
             granted = True
-            self.deadline = now + self._timeout()
         if changed:
             # A deposed leader is inactive before its vote leaves (lease.py, case 1).
             self._changed()
@@ -265,18 +252,16 @@ class RaftNode:
 
     def _on_append(self, sender: str, m: AppendEntries, now: float) -> None:
         if m.term < self.term:
-            self._send(sender, AppendReply(self.term, False, 0, m.stamp))
+            self._send(sender, AppendReply(self.term, False, 0))
             return
         changed = m.term > self.term or self.role != FOLLOWER or self.leader != sender
         if m.term > self.term or self.role != FOLLOWER:
             self._become_follower(m.term, now)
         self.leader = sender
-        self.guard.on_leader_contact(now)
-        self.deadline = now + self._timeout()
         if changed:
             self._changed()
         if m.prev_index > self.last_index or (m.prev_index and self.log[m.prev_index - 1][0] != m.prev_term):
-            self._send(sender, AppendReply(self.term, False, min(self.last_index, m.prev_index - 1), m.stamp))
+            self._send(sender, AppendReply(self.term, False, min(self.last_index, m.prev_index - 1)))
             return
         i = m.prev_index
         for e in m.entries:
@@ -290,7 +275,7 @@ class RaftNode:
         if m.commit > self.commit:
             self.commit = min(m.commit, match)
             self._apply_committed()
-        self._send(sender, AppendReply(self.term, True, match, m.stamp))
+        self._send(sender, AppendReply(self.term, True, match))
 
     def _on_append_reply(self, sender: str, m: AppendReply, now: float) -> None:
         if m.term > self.term:
@@ -300,7 +285,6 @@ class RaftNode:
         if self.role != LEADER or m.term != self.term:
             return
         self.last_response[sender] = now
-        self._lease_ack(sender, m.term, m.stamp)
         if m.success:
             if m.match > self.match.get(sender, 0):
                 self.match[sender] = m.match

@@ -80,6 +80,7 @@ class Scenario:
     chunk_records: int               # snapshot chunk size, in records (a record: a queue or <= 64 messages)
     bugs: tuple[str, ...] = ()
     crash_policy: str = "any"        # when the nemesis may crash a node: see World._may_crash
+    forward: bool = True             # members forward clients to the master (else: 503 and a hint)
 
     def names(self) -> list[str]:
         return [f"n{i + 1}" for i in range(self.nodes)]
@@ -137,12 +138,18 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     for k in mix:
         mix[k] = round(mix[k] * rng.uniform(0.5, 1.5), 3)
     lo = rng.choice((0.1, 0.3, 1.0))
+    clients = rng.choice((2, 3, 3, 4))
+    think_ms = rng.choice((50.0, 100.0, 200.0))
+    fifo_groups = rng.choice((1, 2, 3))
+    base_delay_ms = (lo, lo * rng.choice((2.0, 5.0, 10.0)))
+    log_limit_bytes = rng.choice((64 * 1024 * 1024, 64 * 1024, 8 * 1024))
+    chunk_records = rng.choice((200, 8, 1))
+    forward = rng.random() < 0.7
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
-        faults=tuple(schedule), clients=rng.choice((2, 3, 3, 4)), think_ms=rng.choice((50.0, 100.0, 200.0)),
-        mix=mix, fifo_groups=rng.choice((1, 2, 3)), base_delay_ms=(lo, lo * rng.choice((2.0, 5.0, 10.0))),
-        log_limit_bytes=rng.choice((64 * 1024 * 1024, 64 * 1024, 8 * 1024)),
-        chunk_records=rng.choice((200, 8, 1)), bugs=tuple(sorted(bugs)), crash_policy=crash_policy)
+        faults=tuple(schedule), clients=clients, think_ms=think_ms, mix=mix, fifo_groups=fifo_groups,
+        base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
+        bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward)
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:

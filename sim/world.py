@@ -41,7 +41,6 @@ from sim.scenario import Fault, Scenario
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
 DRAIN_MAX_US = 60_000_000         # the drain gives up after this long
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
-REPLICATION_SAMPLE_US = 1_000_000
 
 
 class _StorageClock:
@@ -104,7 +103,6 @@ class World:
         self.drain_started_us: int | None = None
         self.settle_started_us: int | None = None
         self.skipped_crashes = 0
-        self._last_progress: tuple | None = None
 
     # --- time and events ------------------------------------------------------------------------
 
@@ -136,7 +134,6 @@ class World:
             self.at(int(f.at * 1e6), self._fault, f)
         self.at(int(sc.fault_end * 1e6), self._heal)
         self.at(int(sc.duration * 1e6), self._stop_clients)
-        self.at(REPLICATION_SAMPLE_US, self._sample_replication)
         heap = self._heap
         pop = heapq.heappop
         limit = int((sc.duration + 120) * 1e6)
@@ -153,7 +150,7 @@ class World:
     def _start_node(self, name: str) -> None:
         self.incarnations[name] += 1
         node = SimNode(self, name, self.names, self.incarnations[name] * 1000 + self.names.index(name),
-                       policy=self.policy, timing=self.timing, log_limit_bytes=self.sc.log_limit_bytes,
+                       policy=self.policy, forward=self.sc.forward, timing=self.timing, log_limit_bytes=self.sc.log_limit_bytes,
                        chunk_records=self.sc.chunk_records, bugs=self.bugs,
                        rng=random.Random(f"node:{self.sc.seed}:{name}:{self.incarnations[name]}"),
                        disk=self.disks.get(name))
@@ -165,7 +162,7 @@ class World:
         """The god view: the node that is active and serving now, without touching its state."""
         now_s = self.now_s
         found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].paused
-                 and self.nodes[n].membership.evaluate(now_s)[0] and self.nodes[n].core.serving]
+                 and self.nodes[n].core.membership.evaluate(now_s)[0] and self.nodes[n].core.replication.serving]
         return self.nodes[found[0]] if len(found) == 1 else None
 
     # --- clients --------------------------------------------------------------------------------
@@ -232,8 +229,8 @@ class World:
                 node = self.nodes.get(n)
                 if node is None or not node.alive:
                     continue
-                view = node.membership.view
-                self.record(DigestRecord(self.now_s, n, node.core.storage.digest(), node.core.master,
+                view = node.core.view
+                self.record(DigestRecord(self.now_s, n, node.core.storage.digest(), node.core.replication.master,
                                          view.view_id if view is not None else None))
             self.finished = True
             return
@@ -241,37 +238,20 @@ class World:
 
     def _converged(self) -> bool:
         m = self.master()
-        if m is None or m.core.senders:
+        if m is None or m.core.replication.senders:
             return False
-        last = m.core.log.last_seq
+        last = m.core.replication.log.last_seq
         for n in self.names:
             node = self.nodes.get(n)
             if node is None or not node.alive or node.paused:
                 return False
             if node is m:
                 continue
-            c = node.core
+            c = node.core.replication
             if c.role != REPLICA or c.master != m.name or c.log.last_seq != last or c.receiver is not None:
                 return False
-        return all(r["acked_seq"] == last for r in m.core.master_core.status(self.now_ms)["replicas"].values())
-
-    def _sample_replication(self) -> None:
-        """The master's `replication` history line, as elasticmq_py/clustered.py writes it: at most
-        once a second, when a replica's acknowledged position or connection changed."""
-        m = self.master()
-        if m is not None:
-            st = m.core.master_core.status(self.now_ms)
-            progress = (m.name, st["epoch"], tuple((k, r["acked_seq"], r["connected"])
-                                                   for k, r in sorted(st["replicas"].items())))
-            if progress != self._last_progress:
-                self._last_progress = progress
-                self.record(NodeEvent(self.now_s, m.name, "replication", {
-                    "epoch": st["epoch"], "last_seq": st["last_seq"],
-                    "replicas": {k: {"acked_seq": r["acked_seq"], "lag_batches": r["lag_batches"],
-                                     "lag_ms": r["lag_ms"], "connected": r["connected"]}
-                                 for k, r in sorted(st["replicas"].items())}}))
-        if not self.finished:
-            self.at(self.now + REPLICATION_SAMPLE_US, self._sample_replication)
+        return all(r["acked_seq"] == last
+                   for r in m.core.replication.master_core.status(self.now_ms)["replicas"].values())
 
     # --- the nemesis ----------------------------------------------------------------------------
 
@@ -300,8 +280,9 @@ class World:
         m = self.master()
         for n, need in list(self.recovering.items()):
             node = self.nodes.get(n)
-            if node is not None and node.alive and node.core.receiver is None and node.core.log.last_seq >= need \
-                    and node.core.role == REPLICA and (m is None or node.core.master == m.name):
+            c = node.core.replication if node is not None else None
+            if c is not None and node.alive and c.receiver is None and c.log.last_seq >= need \
+                    and c.role == REPLICA and (m is None or c.master == m.name):
                 del self.recovering[n]
         lost = len(self.down | set(self.recovering))
         if self.sc.crash_policy == "any":
@@ -313,8 +294,9 @@ class World:
             return False
         quorum = len(self.names) // 2 + 1
         nodes = [self.nodes[n] for n in self.names]
-        held = sorted(((x.core.log.last_epoch, x.core.log.last_seq) for x in nodes), reverse=True)[quorum - 1]
-        if any((o.core.log.last_epoch, o.core.log.last_seq) < held for o in others):
+        held = sorted(((x.core.replication.log.last_epoch, x.core.replication.log.last_seq) for x in nodes),
+                      reverse=True)[quorum - 1]
+        if any((o.core.replication.log.last_epoch, o.core.replication.log.last_seq) < held for o in others):
             return False
         raft_held = sorted((len(x.raft.log) for x in nodes), reverse=True)[quorum - 1]
         return all(len(o.raft.log) >= raft_held for o in others)
@@ -443,7 +425,7 @@ class World:
     def _restart(self, name: str) -> None:
         if name not in self.down:
             return
-        positions = [self.nodes[n].core.log.last_seq for n in self.names
+        positions = [self.nodes[n].core.replication.log.last_seq for n in self.names
                      if n != name and n in self.nodes and self.nodes[n].alive]
         self.recovering[name] = max(positions, default=0)
         self._nemesis(name, "restart")

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from storage import Storage
 
+from cluster.plantable import check_bugs
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits, MasterReplicator
 from cluster.replication.messages import (
@@ -72,13 +73,8 @@ class Note:
     fields: dict = field(default_factory=dict)
 
 
-# Known bugs the simulator can plant, to prove it finds them (issue 7's "teeth"). Never set
-# in production; ReplicationCore refuses names it does not know.
-PLANTABLE_BUGS = frozenset({
-    "early-ack",            # complete operations at once, as if every policy were `none`
-    "skip-sync",            # a new master serves without the master-change sync
-    "accept-stale-epoch",   # replicas apply batches from a deposed master's epoch
-})
+# The planted bugs this core knows (cluster/plantable.py): never set in production.
+BUGS = frozenset({"early-ack", "skip-sync", "accept-stale-epoch"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +90,7 @@ class ReplicationCore:
                  limits: Limits = Limits(), configured: int = 0,
                  transfer: TransferSettings = TransferSettings(), sync_retry_ms: int = 300,
                  bugs: frozenset[str] = frozenset(), amnesiac: bool = False):
-        unknown = set(bugs) - PLANTABLE_BUGS
-        if unknown:
-            raise ValueError(f"unknown planted bugs {sorted(unknown)}")
-        self.bugs = frozenset(bugs)
+        self.bugs = check_bugs(bugs) & BUGS
         self.name = name
         self.storage = storage
         self.new_storage = new_storage

@@ -28,12 +28,8 @@ dropped and counted. Losing frames is safe: the stream protocol repairs gaps fro
 log. ZMQ_MAXMSGSIZE makes libzmq drop an oversized message before it is buffered.
 
 Liveness. ZeroMQ reconnects silently and never says whether a peer is there, so liveness comes
-from traffic: each node sends every peer an authenticated ``Heartbeat`` every ``heartbeat``
-seconds, saying whether it has heard from that peer within ``dead_after``. A peer is connected
-when we heard from it within ``dead_after`` *and* its last heartbeat says it hears us: a link
-cut in one direction only disconnects the pair at both ends, which is what the master needs to
-stop waiting for (or throttling on) a replica its batches cannot reach. A new incarnation (the
-peer restarted) is reported as a disconnection followed by a connection.
+from traffic: the node core's peer liveness (cluster/replication/liveness.py) sends heartbeats
+through here and decides from every frame that arrives. This transport decides nothing.
 
 Hostile input. Unauthenticated, malformed, foreign-cluster, unknown-sender or identity-mismatched
 frames are counted by reason and logged at most once per reason per ``log_every`` seconds; they
@@ -44,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -52,17 +47,15 @@ from typing import Any, Callable
 import zmq
 
 from cluster.config import Address, ClusterConfig, Timing
-from cluster.replication.wire import (
-    DEFAULT_MAX_FRAME, AuthenticationError, Heartbeat, WireCodec, WireError,
-)
+from cluster.replication.wire import DEFAULT_MAX_FRAME, AuthenticationError, WireCodec, WireError
 
 log = logging.getLogger("cluster.replication.transport")
 
 
 @dataclass(frozen=True, slots=True)
 class TransportTiming:
-    heartbeat: float = 0.2        # seconds between heartbeats to each peer
-    dead_after: float = 1.0       # no authenticated frame for this long: the peer is disconnected
+    heartbeat: float = 0.2        # the core's heartbeat period: ZMTP pings go as often
+    dead_after: float = 1.0       # the core's liveness bound (see _set_zmtp_heartbeat)
     reconnect: float = 0.1        # libzmq reconnect interval, backing off to reconnect_max
     reconnect_max: float = 1.0
     sndhwm: int = 1000            # frames queued per peer before sends are dropped
@@ -78,24 +71,12 @@ class TransportTiming:
         return cls(**{"heartbeat": t.keepalive, "dead_after": t.connection_timeout, **overrides})
 
 
-@dataclass(frozen=True, slots=True)
-class PeerEvent:
-    """A peer became reachable both ways (connected) or stopped being so."""
-
-    name: str
-    connected: bool
-
-
 @dataclass
 class _Peer:
     name: str
     dial: Address | None = None
     sock: zmq.Socket | None = None
     last_rx: float | None = None       # last authenticated frame from it
-    incarnation: int | None = None
-    hears_me: bool = False             # its last heartbeat said it hears us
-    connected: bool = False            # what was last reported
-    last_hb_tx: float = 0.0
     frames_in: int = 0
     frames_out: int = 0
     bytes_in: int = 0
@@ -120,12 +101,11 @@ class _RateLimitedLog:
 
 
 FrameHandler = Callable[[str, Any], None]
-PeerHandler = Callable[[PeerEvent], None]
 
 
 class StreamTransport:
     def __init__(self, config: ClusterConfig, self_name: str, *, on_frame: FrameHandler,
-                 on_peer: PeerHandler | None = None, timing: TransportTiming | None = None,
+                 timing: TransportTiming | None = None,
                  bind: Address | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.self_name = self_name
         self.timing = timing or TransportTiming.from_timing(config.timing)
@@ -134,10 +114,8 @@ class StreamTransport:
         if self._bind is None:
             raise ValueError(f"node {self_name} has no stream address to bind")
         self._on_frame = on_frame
-        self._on_peer = on_peer or (lambda _e: None)
         self._clock = clock
         self.codec = WireCodec(config.name, config.secret, self_name, max_frame=self.timing.max_frame)
-        self.incarnation = random.SystemRandom().getrandbits(62)
         self.peers: dict[str, _Peer] = {}
         self.refused: dict[str, int] = {}
         self.bound: Address | None = None
@@ -145,7 +123,6 @@ class StreamTransport:
         self._router: zmq.Socket | None = None
         self._router_fd: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: list[asyncio.Task] = []
         self._rlog = _RateLimitedLog(self.timing.log_every)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -176,18 +153,9 @@ class StreamTransport:
         self._router_fd = router.getsockopt(zmq.FD)
         loop.add_reader(self._router_fd, self._readable)
         loop.call_soon(self._readable)   # anything that arrived before the fd was watched
-        self._tasks = [loop.create_task(self._timer(), name=f"stream-timer-{self.self_name}")]
         return self.bound
 
     async def close(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks = []
         if self._router_fd is not None and self._loop is not None:
             self._loop.remove_reader(self._router_fd)
             self._router_fd = None
@@ -211,8 +179,6 @@ class StreamTransport:
                 p = self.peers.pop(name)
                 if p.sock is not None:
                     p.sock.close(0)
-                if p.connected:
-                    self._on_peer(PeerEvent(name, False))
         for name in sorted(wanted):
             p = self.peers.setdefault(name, _Peer(name))
             dial = config.dial_stream(self.self_name, name)
@@ -252,17 +218,13 @@ class StreamTransport:
 
     # -- state -------------------------------------------------------------------------------------
 
-    def connected(self, name: str) -> bool:
-        p = self.peers.get(name)
-        return p is not None and p.connected
-
     def status(self) -> dict[str, Any]:
         now = self._clock()
         return {
             "bound": str(self.bound) if self.bound else None,
             "refused": dict(self.refused),
             "peers": {p.name: {
-                "dial": str(p.dial) if p.dial else None, "connected": p.connected,
+                "dial": str(p.dial) if p.dial else None,
                 "last_frame_age_s": round(now - p.last_rx, 3) if p.last_rx is not None else None,
                 "frames_in": p.frames_in, "frames_out": p.frames_out,
                 "bytes_in": p.bytes_in, "bytes_out": p.bytes_out, "send_dropped": p.send_dropped,
@@ -344,45 +306,10 @@ class StreamTransport:
         if identity != sender.encode():
             self._refuse("identity_mismatch", f"authenticated sender {sender!r}", identity)
             return
-        now = self._clock()
-        p.last_rx = now
+        p.last_rx = self._clock()
         p.frames_in += 1
         p.bytes_in += len(data)
-        if isinstance(frame, Heartbeat):
-            if p.incarnation is not None and frame.incarnation != p.incarnation and p.connected:
-                p.connected = False
-                p.hears_me = False
-                self._on_peer(PeerEvent(sender, False))
-            p.incarnation = frame.incarnation
-            p.hears_me = frame.hears_you
-            self._evaluate(p, now)
-            return
         self._on_frame(sender, frame)
-
-    def _evaluate(self, p: _Peer, now: float) -> None:
-        up = p.last_rx is not None and now - p.last_rx < self.timing.dead_after and p.hears_me
-        if up != p.connected:
-            p.connected = up
-            if not up:
-                p.hears_me = False
-            self._on_peer(PeerEvent(p.name, up))
-
-    async def _timer(self) -> None:
-        t = self.timing
-        period = min(t.heartbeat, t.dead_after / 4)
-        while True:
-            now = self._clock()
-            for p in list(self.peers.values()):
-                if now - p.last_hb_tx >= t.heartbeat:
-                    hears = p.last_rx is not None and now - p.last_rx < t.dead_after
-                    if self.send(p.name, Heartbeat(self.incarnation, hears)):
-                        p.last_hb_tx = now
-                try:
-                    self._evaluate(p, now)
-                except Exception:
-                    log.exception("stream: a peer event handler failed")
-            await asyncio.sleep(period)
-
 
 def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host

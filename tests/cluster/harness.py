@@ -363,13 +363,17 @@ class Cluster:
     def start(self, name: str, timeout: float = 15.0) -> None:
         self._ready(name, self._spawn(name), timeout)
 
+    def config_path(self, name: str) -> Path:
+        return self.tmp / f"{name}.toml"
+
     def _spawn(self, name: str) -> subprocess.Popen:
-        path = self.tmp / f"{name}.json"
-        path.write_text(json.dumps(self.config_for(name).to_dict()))
+        from tests.cluster.servers import server_toml
+        path = self.config_path(name)
+        path.write_text(server_toml(self, name))
         err = open(self.tmp / f"{name}.log", "ab")
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "cluster.node", "--config", str(path),
-                                 "--log-level", "INFO"],
+        return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "elasticmq_py", "serve", "--config",
+                                 str(path), "--print-port", "--log-level", "INFO"],
                                 stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
 
     def _nice_prefix(self) -> list[str]:
@@ -380,11 +384,11 @@ class Cluster:
 
     def _ready(self, name: str, p: subprocess.Popen, timeout: float) -> None:
         line = _readline(p, timeout)
-        if not line.startswith("READY "):
+        if not line.isdigit():
             p.kill()
             p.wait(5)
             raise RuntimeError(f"{name} did not start: {line!r}; see {self.tmp / (name + '.log')}")
-        self.procs[name] = Proc(name, p, json.loads(line[6:])["admin"])
+        self.procs[name] = Proc(name, p, f"127.0.0.1:{line}")
 
     def start_all(self, parallel: bool = False, timeout: float = 30.0) -> None:
         """``parallel``: spawn every node before waiting for any (start-up is mostly imports,
@@ -458,9 +462,13 @@ class Cluster:
         return self.request(name, "POST", path, body, timeout)
 
     def request(self, name: str, method: str, path: str, body: dict | None = None,
-                timeout: float = 10.0) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"http://{self.procs[name].admin}{path}", data=data, method=method)
+                timeout: float = 10.0, secret: str | None = "default") -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
+        headers = {}
+        if secret is not None:
+            headers["X-Cluster-Secret"] = self.secret if secret == "default" else secret
+        req = urllib.request.Request(f"http://{self.procs[name].admin}{path}", data=data, method=method,
+                                     headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, json.loads(r.read())

@@ -60,26 +60,6 @@ def server_toml(cluster: Cluster, name: str) -> str:
 class ServerCluster(Cluster):
     replication_config: dict[str, Any] = {}   # [cluster.replication] keys; set before start()
     limits: str = "strict"
-    def config_path(self, name: str) -> Path:
-        return self.tmp / f"{name}.toml"
-
-    def _spawn(self, name: str) -> subprocess.Popen:
-        path = self.config_path(name)
-        path.write_text(server_toml(self, name))
-        err = open(self.tmp / f"{name}.log", "ab")
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "elasticmq_py", "serve", "--config",
-                                 str(path), "--print-port", "--log-level", "INFO"],
-                                stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
-
-    def _ready(self, name: str, p: subprocess.Popen, timeout: float) -> None:
-        line = _readline(p, timeout)
-        if not line.isdigit():
-            p.kill()
-            p.wait(5)
-            raise RuntimeError(f"{name} did not start: {line!r}; see {self.tmp / (name + '.log')}")
-        self.procs[name] = Proc(name, p, f"127.0.0.1:{line}")
-
     def url(self, name: str) -> str:
         return f"http://{self.procs[name].admin}"
 
@@ -115,19 +95,6 @@ class ServerCluster(Cluster):
             return e.code
         except OSError:
             return None
-
-    def request(self, name: str, method: str, path: str, body: dict | None = None,
-                timeout: float = 10.0, secret: str | None = "default") -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
-        headers = {}
-        if secret is not None:
-            headers[SECRET_HEADER] = self.secret if secret == "default" else secret
-        req = urllib.request.Request(self.url(name) + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
 
     def sqs(self, name: str, **config: Any):
         import boto3

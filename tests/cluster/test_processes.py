@@ -153,9 +153,11 @@ def test_bridge_partition_keeps_the_master_and_drops_the_far_end(make_cluster):
     c.start_all()
     master = c.wait_for("first master", c.stable_master(members={"n1", "n2", "n3"}), 15)
     far, bridge = [n for n in c.names if n != master]
-    # Cut master<->far both ways; both still reach the bridge. The far end times out and asks
-    # for votes, but the bridge, still hearing from the master, ignores it (the vote guard), so
-    # the master keeps office instead of being deposed over and over.
+    term, epoch = c.status(master)["term"], c.status(master)["epoch"]
+    # Cut master<->far both ways; both still reach the bridge. The far end's election timer
+    # runs out and it asks for pre-votes, but the bridge, still hearing from the master, says
+    # no: the far end never raises its term, so neither the cut nor the heal deposes the master.
+    cut_at = time.time()
     c.proxies[(master, far)].cut()
     c.proxies[(far, master)].cut()
     c.wait_for("a view without the far end", c.stable_master(among=[master, bridge], members={master, bridge}), 10)
@@ -163,10 +165,14 @@ def test_bridge_partition_keeps_the_master_and_drops_the_far_end(make_cluster):
         s = c.status(master)
         assert s["active"] and s["view"]["master"] == master
         time.sleep(0.1)
-    assert c.status(far)["active"] is False
-    assert c.status(bridge)["raft"]["votes_dropped"] > 0
+    far_st = c.status(far)
+    assert far_st["active"] is False and far_st["term"] == term, "the far end never stood"
+    assert far_st["raft"]["not_standing"] == "no majority of the members would vote for us (pre-vote)"
+    assert c.status(bridge)["raft"]["pre_votes_refused"] > 0
     c.heal_all()
     c.wait_for("one view with everyone", c.stable_master(members={"n1", "n2", "n3"}), 15)
+    assert c.status(master)["term"] == term and c.status(master)["epoch"] == epoch, "healing deposed nobody"
+    assert not [e for e in _events(c, master, "deactivated") if e["ts"] >= cut_at]
 
 
 def test_step_down_hands_over_without_failback(make_cluster):

@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 from cluster.config import Address, NodeSpec
+from cluster.status import NodeStatus
 from elasticmq_py import cli
 from elasticmq_py.admin import ClusterAdmin
 from elasticmq_py.config import Config, ConfigError
@@ -90,8 +91,8 @@ class _FakeMembers:
     async def remove_member(self, name):
         self.calls.append(("remove", name))
 
-    def cluster_status(self):
-        return {"master": "n1"}
+    def status(self):
+        return NodeStatus(node="n2", master="n1")
 
 
 def _admin_call(admin, method, path, peer, secret=None, body=b""):
@@ -169,7 +170,7 @@ MASTER_STATUS = {"node": "n1", "cluster": "orders", "role": "leader", "active": 
 
 
 def test_status_table_shows_replication():
-    out = cli.format_status(MASTER_STATUS, now=1_700_000_035.0)
+    out = cli.format_status(NodeStatus.from_dict(MASTER_STATUS), now=1_700_000_035.0)
     lines = out.splitlines()
     assert ("replication enabled   policy majority   forwarding on   role master   serving yes   "
             "epoch 4   master n1") in lines
@@ -192,14 +193,14 @@ def test_status_table_on_a_replica_and_with_fields_missing():
                            "applied_seq": 77, "log": {"first_seq": 1, "last_seq": 77, "entries": 77, "bytes": 900},
                            "replicas": {}, "last_transfer": {"direction": "received", "peer": "n1",
                                                              "at": 1_700_000_000.0}})
-    out = cli.format_status(st, now=1_700_000_001.0)
+    out = cli.format_status(NodeStatus.from_dict(st), now=1_700_000_001.0)
     assert "role replica" in out and "applied seq 77" in out and "size 900 B" in out
     assert not any(ln.startswith("replica ") for ln in out.splitlines()), "no per-replica table on a replica"
     assert "last transfer  received from n1" in out and "None" not in out
     assert "amnesiac" not in out
     st["replication"] = dict(st["replication"], amnesiac=True)
-    assert "amnesiac yes (restarted empty" in cli.format_status(st, now=1_700_000_001.0)
-    bare = cli.format_status({"node": "n2", "replication": {"enabled": True}})
+    assert "amnesiac yes (restarted empty" in cli.format_status(NodeStatus.from_dict(st), now=1_700_000_001.0)
+    bare = cli.format_status(NodeStatus.from_dict({"node": "n2", "replication": {"enabled": True}}))
     section = bare[bare.index("replication enabled"):]
     assert section.splitlines() == ["replication enabled   master -", "", "last transfer  none"]
 
@@ -207,9 +208,9 @@ def test_status_table_on_a_replica_and_with_fields_missing():
 def test_status_table_without_replication_is_unchanged():
     for repl in ({"enabled": False}, None):
         st = dict(MASTER_STATUS, replication=repl)
-        out = cli.format_status(st)
+        out = cli.format_status(NodeStatus.from_dict(st))
         assert out.endswith("\n\nreplication disabled")
-        assert out == cli.format_status(dict(MASTER_STATUS, replication={"enabled": False}))
+        assert out == cli.format_status(NodeStatus.from_dict(dict(MASTER_STATUS, replication={"enabled": False})))
         assert not any(ln.startswith("replica ") for ln in out.splitlines()) and "last transfer" not in out
 
 
@@ -218,7 +219,7 @@ def _scrape(status: dict) -> dict[tuple[str, tuple], float]:
 
     from elasticmq_py.metrics import Metrics
 
-    text = Metrics(lambda: {}, lambda: 0, cluster=lambda: status).render().decode()
+    text = Metrics(lambda: {}, lambda: 0, cluster=lambda: NodeStatus.from_dict(status)).render().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(text) for s in fam.samples}
 

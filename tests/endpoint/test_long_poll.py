@@ -9,7 +9,8 @@ from storage.commands import CreateQueue, Namespace, SendMessage
 from cluster.clock import SystemClock
 from elasticmq_py.backend import LocalBackend
 from elasticmq_py.endpoint import Endpoint
-from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
+from elasticmq_py.protocol.wire import HttpRequest
+from elasticmq_py.reply import Reply
 
 N = 3000
 
@@ -19,6 +20,13 @@ def receive_request(wait: int) -> HttpRequest:
     return HttpRequest("POST", "/", b"", {"x-amz-target": "AmazonSQS.ReceiveMessage"}, body)
 
 
+def park(endpoint: Endpoint) -> tuple[Reply, list]:
+    got: list = []
+    reply = Reply(got.append)
+    endpoint.handle(receive_request(20), reply)
+    return reply, got
+
+
 def test_thousands_of_waiters_are_cheap_and_woken_one_per_message():
     async def main():
         backend = LocalBackend(SystemClock())
@@ -26,11 +34,8 @@ def test_thousands_of_waiters_are_cheap_and_woken_one_per_message():
         endpoint = Endpoint(backend)
         key = Namespace().key("lp")
         backend.execute_now(CreateQueue(Namespace(), "lp"))
-        tasks = []
-        for _ in range(N):
-            out = endpoint.handle(receive_request(20))
-            assert not isinstance(out, HttpResponse)
-            tasks.append(asyncio.ensure_future(out))
+        waiting = [park(endpoint) for _ in range(N)]
+        assert not any(got for _, got in waiting), "nothing to receive yet: they wait"
         await asyncio.sleep(0.05)
         assert backend.waiters.count() == N
 
@@ -41,18 +46,21 @@ def test_thousands_of_waiters_are_cheap_and_woken_one_per_message():
 
         backend.execute_now(SendMessage(key, "one"))
         backend.execute_now(SendMessage(key, "two"))
-        done, _ = await asyncio.wait(tasks, timeout=2, return_when=asyncio.FIRST_COMPLETED)
+        for _ in range(200):
+            if sum(1 for _, got in waiting if got) >= 2:
+                break
+            await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
-        finished = [t for t in tasks if t.done()]
-        bodies = [json.loads(t.result().body) for t in finished]
-        got = [m["Body"] for b in bodies for m in b.get("Messages", [])]
-        assert sorted(got) == ["one", "two"]
+        finished = [got[0] for _, got in waiting if got]
+        bodies = [json.loads(r.body) for r in finished]
+        received = [m["Body"] for b in bodies for m in b.get("Messages", [])]
+        assert sorted(received) == ["one", "two"]
         # only the receives that were woken ran again; the others are still parked
         assert len(finished) <= 2 and backend.waiters.count() >= N - 2
 
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for reply, _ in waiting:
+            reply.cancel()
+        await asyncio.sleep(0.05)
         assert backend.waiters.count() == 0
         await backend.stop()
 
@@ -65,13 +73,16 @@ def test_cancelled_waiter_passes_its_wakeup_on():
         await backend.start()
         endpoint = Endpoint(backend)
         backend.execute_now(CreateQueue(Namespace(), "lp"))
-        first = asyncio.ensure_future(endpoint.handle(receive_request(20)))
-        second = asyncio.ensure_future(endpoint.handle(receive_request(20)))
+        first, _ = park(endpoint)
+        _, second = park(endpoint)
         await asyncio.sleep(0.05)
         backend.execute_now(SendMessage(Namespace().key("lp"), "m"))
         first.cancel()  # the client of the woken waiter went away before it ran
-        res = await asyncio.wait_for(second, 2)
-        assert json.loads(res.body)["Messages"][0]["Body"] == "m"
+        for _ in range(200):
+            if second:
+                break
+            await asyncio.sleep(0.01)
+        assert json.loads(second[0].body)["Messages"][0]["Body"] == "m"
         await backend.stop()
 
     asyncio.run(main())

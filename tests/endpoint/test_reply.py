@@ -20,17 +20,14 @@ from elasticmq_py.reply import Reply
 
 
 class LaterBackend(LocalBackend):
-    """Executes at once, answers through ``execute_then`` on the next loop turn."""
+    """Executes at once, answers on the next loop turn (as a master does once replicas acked)."""
 
     def __init__(self, fail: SqsError | None = None) -> None:
         super().__init__(SystemClock())
         self.fail = fail
         self.callbacks = 0
 
-    def execute(self, command):   # overridden: the endpoint must not take the synchronous path
-        return super().execute(command)
-
-    def execute_then(self, command, done) -> None:
+    def execute(self, command, done) -> None:
         self.callbacks += 1
         if self.fail is not None:
             done(None, self.fail)
@@ -52,23 +49,25 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_reply_hands_over_once_whether_set_before_or_after():
-    got = []
-    early = Reply()
-    early.set(HttpResponse(200, (), b"a"))
-    early.set(HttpResponse(500, (), b"ignored"))
-    early.then(got.append)
-    late = Reply()
-    late.then(got.append)
-    assert not late.done()
-    late.set(HttpResponse(200, (), b"b"))
-    assert [r.body for r in got] == [b"a", b"b"] and late.done()
+def ask(endpoint: Endpoint, req: HttpRequest) -> tuple[Reply, list[HttpResponse]]:
+    got: list[HttpResponse] = []
+    reply = Reply(got.append)
+    endpoint.handle(req, reply)
+    return reply, got
 
-    cancelled = Reply()
-    cancelled.then(got.append)
+
+def test_reply_hands_over_the_first_answer_once_and_none_after_cancel():
+    got = []
+    r = Reply(got.append)
+    assert not r.done()
+    r.set(HttpResponse(200, (), b"a"))
+    r.set(HttpResponse(500, (), b"ignored"))
+    assert [x.body for x in got] == [b"a"] and r.done()
+
+    cancelled = Reply(got.append)
     cancelled.cancel()
     cancelled.set(HttpResponse(200, (), b"c"))
-    assert len(got) == 2 and cancelled.done() and cancelled.response is None
+    assert len(got) == 1 and cancelled.done()
 
 
 def test_follow_takes_the_task_result_or_the_fallback():
@@ -81,19 +80,17 @@ def test_follow_takes_the_task_result_or_the_fallback():
             raise RuntimeError("bug")
 
         got = []
-        a, b = Reply(), Reply()
-        a.then(got.append)
-        b.then(got.append)
+        a, b = Reply(got.append), Reply(got.append)
         a.follow(ok(), lambda: HttpResponse(500, (), b"fallback"))
         b.follow(broken(), lambda: HttpResponse(500, (), b"fallback"))
         await asyncio.sleep(0.01)
         assert sorted(r.body for r in got) == [b"fallback", b"later"]
 
-        c = Reply()
+        c = Reply(got.append)
         c.follow(asyncio.sleep(10), lambda: HttpResponse(500, (), b"x"))
         c.cancel()
         await asyncio.sleep(0.01)
-        assert c.response is None
+        assert len(got) == 2
 
     run(main())
 
@@ -103,15 +100,15 @@ def test_endpoint_answers_a_callback_backend_through_a_reply():
         backend = LaterBackend()
         endpoint = Endpoint(backend)
         backend.execute_now(CreateQueue(Namespace(), "q"))
-        out = endpoint.handle(request("SendMessage", QueueUrl="q", MessageBody="hello"))
-        assert isinstance(out, Reply) and not out.done()
+        out, got = ask(endpoint, request("SendMessage", QueueUrl="q", MessageBody="hello"))
+        assert not out.done() and not got
         await asyncio.sleep(0)
-        assert out.response.status == 200 and "MessageId" in json.loads(out.response.body)
+        assert got[0].status == 200 and "MessageId" in json.loads(got[0].body)
 
-        missing = endpoint.handle(request("SendMessage", QueueUrl="nope", MessageBody="x"))
+        _, missing = ask(endpoint, request("SendMessage", QueueUrl="nope", MessageBody="x"))
         await asyncio.sleep(0)
-        assert missing.response.status == 400
-        assert json.loads(missing.response.body)["__type"].endswith("QueueDoesNotExist")
+        assert missing[0].status == 400
+        assert json.loads(missing[0].body)["__type"].endswith("QueueDoesNotExist")
         assert backend.callbacks == 2
 
     run(main())
@@ -120,8 +117,10 @@ def test_endpoint_answers_a_callback_backend_through_a_reply():
 def test_an_error_given_at_once_is_answered_without_waiting():
     async def main():
         endpoint = Endpoint(LaterBackend(fail=SERVICE_UNAVAILABLE("not the master; retry")))
-        out = endpoint.handle(request("SendMessage", QueueUrl="q", MessageBody="x"))
-        assert isinstance(out, HttpResponse) and out.status == 503
+        reply, got = ask(endpoint, request("SendMessage", QueueUrl="q", MessageBody="x"))
+        assert reply.done(), "answered inside handle()"
+        out = got[0]
+        assert out.status == 503
         assert json.loads(out.body)["__type"] == "com.amazonaws.sqs#ServiceUnavailable"
         assert dict(out.headers)["X-Amzn-Query-Error"] == "ServiceUnavailable;Receiver"
 
@@ -134,8 +133,8 @@ def test_long_poll_after_a_callback_answer_continues_and_can_be_cancelled():
         await backend.start()
         endpoint = Endpoint(backend)
         backend.execute_now(CreateQueue(Namespace(), "lp"))
-        woken = endpoint.handle(request("ReceiveMessage", QueueUrl="lp", WaitTimeSeconds=5))
-        dropped = endpoint.handle(request("ReceiveMessage", QueueUrl="lp", WaitTimeSeconds=20))
+        woken, got = ask(endpoint, request("ReceiveMessage", QueueUrl="lp", WaitTimeSeconds=5))
+        dropped, _ = ask(endpoint, request("ReceiveMessage", QueueUrl="lp", WaitTimeSeconds=20))
         await asyncio.sleep(0.05)
         assert not woken.done() and backend.waiters.count() == 2
         dropped.cancel()                  # its client went away
@@ -146,7 +145,7 @@ def test_long_poll_after_a_callback_answer_continues_and_can_be_cancelled():
             if woken.done():
                 break
             await asyncio.sleep(0.01)
-        assert json.loads(woken.response.body)["Messages"][0]["Body"] == "m"
+        assert json.loads(got[0].body)["Messages"][0]["Body"] == "m"
         await backend.stop()
 
     run(main())
@@ -206,24 +205,16 @@ def test_a_long_poll_dropped_before_it_starts_leaves_no_unawaited_coroutine(back
 
     async def main():
         ep = Endpoint(backend(SystemClock()) if backend is LocalBackend else backend())
-        created = ep.handle(request("CreateQueue", QueueName="q"))
-        if type(created) is Reply:
-            answered = asyncio.get_running_loop().create_future()
-            created.then(answered.set_result)
-            created = await answered
-        url = json.loads(created.body)["QueueUrl"]
-        out = ep.handle(request("ReceiveMessage", QueueUrl=url, WaitTimeSeconds=5))
-        if type(out) is Reply:
+        _, created = ask(ep, request("CreateQueue", QueueName="q"))
+        await asyncio.sleep(0)
+        url = json.loads(created[0].body)["QueueUrl"]
+        out, _ = ask(ep, request("ReceiveMessage", QueueUrl=url, WaitTimeSeconds=5))
+        if backend is LaterBackend:
             # One turn: the backend's callback finds no message and the long poll follows as a
             # Task, whose first step comes after this coroutine's.
             await asyncio.sleep(0)
-            assert not out.done() and out._task is not None
-            out.cancel()
-        else:
-            task = asyncio.ensure_future(out)
-            task.cancel()                 # before its first step, as httpserver does on close
-            with pytest.raises(asyncio.CancelledError):
-                await task
+        assert not out.done() and out._task is not None
+        out.cancel()                      # before the Task's first step, as httpserver does on close
         await asyncio.sleep(0)
 
     with warnings.catch_warnings(record=True) as caught:

@@ -45,8 +45,6 @@ def test_a_restarted_empty_member_does_not_split_the_views():
 
 
 def test_a_restarted_raft_member_keeps_its_term_vote_and_log():
-    import random
-
     from cluster.config import Timing
     from sim.raft import RaftNode, RequestVote, VoteReply
 
@@ -54,15 +52,14 @@ def test_a_restarted_raft_member_keeps_its_term_vote_and_log():
     timing = Timing()
 
     def node(restore=None) -> RaftNode:
-        return RaftNode("a", ["a", "b", "c"], timing, random.Random(1), 0.0,
-                        send=lambda to, m: sent.append((to, m)), changed=lambda: None,
-                        lease_ack=lambda *a: None, apply=lambda r: None, restore=restore)
+        return RaftNode("a", ["a", "b", "c"], timing, 0.0, send=lambda to, m: sent.append((to, m)),
+                        changed=lambda: None, apply=lambda r: None, restore=restore)
 
     a = node()
     a.term, a.voted_for, a.log, a.commit = 3, "b", [(1, "v1"), (3, "v2")], 2
     again = node(a.durable())
     assert (again.term, again.voted_for, again.log, again.commit) == (3, "b", [(1, "v1"), (3, "v2")], 2)
-    late = 10.0   # past the vote guard's start-up quiet time
+    late = 10.0
     again.on_message("c", RequestVote(3, 2, 3), late)
     assert sent[-1] == ("c", VoteReply(3, False)), "it voted for b in term 3 before the restart"
     again.on_message("c", RequestVote(4, 1, 1), late)

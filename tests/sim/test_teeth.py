@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.replication.core import PLANTABLE_BUGS
+from cluster.plantable import PLANTABLE_BUGS
 from sim import generate, simulate
 
 DURATION = 20.0

@@ -1,0 +1,300 @@
+"""When a node stands for election, and which Raft messages it lets through: sans-I/O.
+
+This is the half of the node core that runs on pysyncobj's thread (cluster/runtime.py binds it
+there; the simulator binds it to its Raft model). The other half, NodeCore (cluster/node_core.py),
+runs on the event loop; they talk only through the events and actions below, so no state of
+either is ever read from the other thread.
+
+pysyncobj starts an election whenever its own timer runs out and has no pre-vote. That timer is
+held off for good (the runtime pushes it into the future after every tick and every message);
+only this core decides when the node stands:
+
+* **Pre-vote** (Raft thesis 9.6). When no leader has been heard from for a randomised election
+  timeout, the node asks every peer whether it would vote for it (``PreVote``: the term it would
+  stand in and its last log entry), without raising its term. A peer says yes only if it has not
+  heard from a live leader within the minimum election timeout, is not the leader itself, and
+  the asker's log is at least as up to date as its own. Only once a majority (itself included)
+  said yes does the node stand (``Stand``: pysyncobj raises its term and asks for votes). A node
+  cut off from the majority, or from the leader only while the others still hear it (a bridge),
+  therefore never raises its term, and healing it deposes nobody. Terms are not compared in a
+  pre-vote: a node whose term fell behind catches up through the real vote requests.
+* **Stand-or-not**: while the event loop says it may not stand (a state transfer from a live
+  master is bringing it up: it holds nothing worth leading with), it does not even ask.
+* **Leadership transfer**: a ``timeout_now`` from the current leader makes it stand at once,
+  without a pre-vote (the leader asked, and has already made itself inactive).
+* **The vote guard** (cluster/lease.py): a vote request that arrives within G of accepted leader
+  contact, or within election_max of start, is dropped unread. It is decided here, on the thread
+  that hands the message to Raft, in the same step: the lease argument needs the check and the
+  vote to be one atomic step.
+* **The fence** (lease.py, case 1). A leader hands a vote request for a higher term to Raft only
+  after the event loop has stopped serving (``Fence`` out, ``fence_done`` back): Raft deposes it
+  on that request and may vote for the candidate, so the lease argument needs it inactive first.
+  Messages that arrive meanwhile wait behind the held one, in order. If the loop does not answer
+  within the lease, they go on anyway: by then no lease this leader held can be fresh.
+* **Lease acks**: an AppendEntries that Raft accepted (same term, sender is the leader) is leader
+  contact for the guard, and is answered with a ``LeaseAck`` carrying the leader's stamp.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from cluster.config import Timing
+from cluster.lease import VoteGuard, majority
+from cluster.plantable import check_bugs
+
+LEADER, CANDIDATE, FOLLOWER = "leader", "candidate", "follower"
+
+
+@dataclass(frozen=True, slots=True)
+class RaftState:
+    """pysyncobj (or the simulator's Raft model) as sampled on its own thread."""
+
+    term: int
+    role: str
+    leader: str | None
+    last_index: int
+    last_term: int
+    peers: tuple[str, ...]       # the other members of the Raft configuration
+
+
+# -- messages of ours on the Raft links ------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class PreVote:
+    term: int          # the term the asker would stand in
+    last_index: int
+    last_term: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreVoteReply:
+    term: int          # the PreVote's term, so that a late answer to an old round is ignored
+    granted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAck:
+    term: int
+    stamp: float       # the leader's clock when it sent the AppendEntries acked
+
+
+CoreMessage = Union[PreVote, PreVoteReply, LeaseAck]
+
+# Raft's own messages, as the runtime classifies them for this core (the message itself is opaque).
+VOTE_REQUEST, APPEND, TIMEOUT_NOW, OTHER = "vote_request", "append", "timeout_now", "other"
+
+
+# -- actions -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    to: str
+    message: CoreMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Hand this Raft message to Raft now."""
+
+    sender: str
+    kind: str
+    term: int
+    message: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Stand:
+    """Start an election now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Ask the event loop to stop serving for ``term`` and answer with ``fence_done``."""
+
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAcked:
+    """For the event loop's lease (cluster/lease.py): ``peer`` acked our stamp ``stamp``."""
+
+    peer: str
+    term: int
+    stamp: float
+
+
+@dataclass(frozen=True, slots=True)
+class NotStanding:
+    """Why this node does not stand now (None: it may again); reported on change, for the log."""
+
+    reason: str | None
+
+
+Action = Union[Send, Deliver, Stand, Fence, LeaseAcked, NotStanding]
+
+# Planted bugs this core knows (cluster/plantable.py): never set in production.
+BUGS = frozenset({"no-pre-vote"})
+
+
+@dataclass
+class _Round:
+    term: int
+    granted: set[str]
+    until: float
+
+
+@dataclass
+class _Fence:
+    term: int
+    since: float
+    held: list[Deliver] = field(default_factory=list)
+
+
+class ElectionCore:
+    def __init__(self, name: str, timing: Timing, rng: random.Random, now: float, *,
+                 bugs: frozenset[str] = frozenset()) -> None:
+        self.bugs = check_bugs(bugs) & BUGS
+        self.name = name
+        self.timing = timing
+        self.rng = rng
+        self.guard = VoteGuard(timing.vote_guard, started_at=now, startup_quiet=timing.election_max)
+        self.deadline = now + self._timeout()
+        self.standing = False            # Stand given; cleared once Raft has started the election
+        self._stood_in = 0               # the term Raft was in when we told it to stand
+        self.allowed = True              # what the event loop last said (may_stand)
+        self._disallowed_why = ""
+        self.round: _Round | None = None
+        self.fence: _Fence | None = None
+        self._said: str | None = None    # the last NotStanding reason reported
+        self.votes_dropped = 0
+        self.pre_votes_granted = 0
+        self.pre_votes_refused = 0
+
+    # -- inputs ----------------------------------------------------------------------------------
+
+    def tick(self, now: float, state: RaftState) -> list[Action]:
+        out: list[Action] = []
+        if self.fence is not None and now - self.fence.since >= self.timing.lease * (1 + self.timing.max_drift):
+            out += self._release()
+        if self.standing and (state.role == LEADER or state.term > self._stood_in or now >= self.deadline):
+            # Raft has stood (or somebody else won meanwhile, or Raft could not stand: ask again)
+            self.standing = False
+        if state.role == LEADER:
+            self.round = None
+            self.deadline = now + self._timeout()
+            return out + self._say(None)
+        if self.standing or now < self.deadline:
+            return out
+        if not self.allowed:
+            self.round = None
+            self.deadline = now + self._timeout()
+            return out + self._say(self._disallowed_why)
+        if "no-pre-vote" in self.bugs:
+            return out + self._stand(now, state)
+        if self.round is not None:
+            out += self._say("no majority of the members would vote for us (pre-vote)")
+        # Nobody led us for a whole timeout (or the last round found no majority): ask again.
+        term = state.term + 1
+        self.round = _Round(term, {self.name}, now + self._timeout())
+        self.deadline = self.round.until
+        out += [Send(p, PreVote(term, state.last_index, state.last_term)) for p in state.peers]
+        return out + self._count(now, state)
+
+    def may_stand(self, allowed: bool, why: str = "") -> list[Action]:
+        """The event loop's say: False while a state transfer from a live master brings us up."""
+        self.allowed, self._disallowed_why = allowed, why
+        if not allowed:
+            self.round = None
+        return []
+
+    def on_message(self, sender: str, message: CoreMessage, now: float, state: RaftState) -> list[Action]:
+        t = type(message)
+        if t is LeaseAck:
+            return [LeaseAcked(sender, message.term, message.stamp)]
+        if t is PreVote:
+            granted = (state.role != LEADER
+                       and now - self.guard.last_contact >= self.timing.election_min
+                       and (message.last_term, message.last_index) >= (state.last_term, state.last_index))
+            if granted:
+                self.pre_votes_granted += 1
+            else:
+                self.pre_votes_refused += 1
+            return [Send(sender, PreVoteReply(message.term, granted))]
+        if t is PreVoteReply:
+            r = self.round
+            if r is None or message.term != r.term or not message.granted or state.role == LEADER:
+                return []
+            r.granted.add(sender)
+            return self._count(now, state)
+        return []
+
+    def on_raft(self, sender: str, kind: str, term: int, message: Any, now: float,
+                state: RaftState) -> list[Action]:
+        """A Raft message arrived: what to do with it."""
+        d = Deliver(sender, kind, term, message)
+        if self.fence is not None:
+            self.fence.held.append(d)
+            return []
+        if kind == VOTE_REQUEST:
+            leading = state.role == LEADER
+            if not self.guard.allows_vote(now, leading):
+                self.votes_dropped += 1
+                return []
+            if leading and term > state.term:
+                self.fence = _Fence(term, now, [d])
+                return [Fence(term)]
+            if term > state.term:
+                # Raft restarts its election timer when it votes; a candidate with a higher
+                # term is at least as good a reason to wait before asking for ourselves.
+                self.deadline = max(self.deadline, now + self._timeout())
+            return [d]
+        if kind == TIMEOUT_NOW and sender == state.leader and term >= state.term:
+            return [d] + self._stand(now, state)
+        return [d]
+
+    def appended(self, sender: str, term: int, stamp: float | None, now: float, state: RaftState) -> list[Action]:
+        """Raft has handled an AppendEntries from ``sender``; ``state`` is sampled after it."""
+        if term != state.term or state.leader != sender:
+            return []
+        # Contact first, then the ack (lease.py, step 2 of the argument).
+        self.guard.on_leader_contact(now)
+        if not self.standing:
+            self.round = None
+            self.deadline = now + self._timeout()
+        return [Send(sender, LeaseAck(term, stamp))] if stamp is not None else []
+
+    def fence_done(self, term: int) -> list[Action]:
+        if self.fence is None or term < self.fence.term:
+            return []
+        return self._release()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _count(self, now: float, state: RaftState) -> list[Action]:
+        r = self.round
+        if r is None or len(r.granted) < majority(len(state.peers) + 1):
+            return []
+        return self._stand(now, state)
+
+    def _stand(self, now: float, state: RaftState) -> list[Action]:
+        self.round = None
+        self.standing = True
+        self._stood_in = state.term
+        self.deadline = now + self._timeout()
+        return self._say(None) + [Stand()]
+
+    def _release(self) -> list[Action]:
+        f, self.fence = self.fence, None
+        return list(f.held) if f is not None else []
+
+    def _say(self, reason: str | None) -> list[Action]:
+        if reason == self._said:
+            return []
+        self._said = reason
+        return [NotStanding(reason)]
+
+    def _timeout(self) -> float:
+        return self.rng.uniform(self.timing.election_min, self.timing.election_max)

@@ -1,0 +1,599 @@
+"""Everything one member decides on its event loop, sans-I/O: the node core.
+
+NodeCore composes the membership core (views, the lease, activity: membership.py), the replication
+core (the stream, the master-change sync, transfers: replication/core.py) and the stream's peer
+liveness (replication/liveness.py), and adds what used to be decided in runtimes:
+
+* **Request gating.** ``route`` says whether this node answers a client itself (it is the active
+  master: Raft leader with a fresh lease, its view committed, synchronised), forwards it to the
+  master of its view (only while that master is connected), or refuses it with the reason; and
+  ``execute`` checks again before anything runs. A member of a minority partition therefore
+  never answers a write or a receive with success.
+* **Flow control.** While a reachable, caught-up replica lags too far (the master core says so),
+  producers (SendMessage and SendMessageBatch) are refused with ``Throttled`` before anything
+  runs.
+* **Per-queue ack policies.** A queue tagged ``elasticmq-py:ack-policy`` is replicated under that
+  policy; the cluster's otherwise.
+* **The abandon delay.** When the node stops being active, operations still waiting for their
+  ack policy are not failed at once: a lapse under load can be a few heartbeats long, and an
+  operation whose batch a majority acks meanwhile is as durable as any (no minority can collect
+  those acks). Only if the node stays inactive for ``leader_fallback`` are they told "outcome
+  unknown". A view change fails them at once.
+* **Stand-or-not.** While a state transfer from a connected master is bringing this node up, it
+  tells the election core (on Raft's thread) not to stand: starved by restoring, a joiner missed
+  heartbeats, stood, deposed the healthy master, and then had to pull the whole state first.
+* **The fence** (cluster/election.py): asked before a leader lets a higher-term vote request
+  through, it stops being active for its term at once and says so.
+* **Ack coalescing and group commit.** Acks produced while frames are handled, and operations
+  executed, within one turn of the loop go out at its end (``flush``): one cumulative ack per
+  master and one batch per replica. ``FlushDue`` asks the runtime for that end of turn.
+* **Forwarding bookkeeping**, the master's time acting through replicated ``Tick`` commands, and
+  the master's ``replication`` history line.
+
+Events are method calls that return actions; time is passed in (seconds, float). Both runtimes
+bind this same class: cluster/replicated.py to ZeroMQ, pysyncobj's thread and the event loop,
+sim/node.py to the simulated network and clock. The Raft-thread half of the node's decisions is
+cluster/election.py; the two exchange only the values named below.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+from storage import Storage
+from storage.commands import (
+    Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue, Tick,
+    UntagQueue,
+)
+from storage.errors import SqsError
+
+from cluster.config import Timing
+from cluster.errors import MasterChanged, NotServing, OutcomeUnknown, Throttled
+from cluster.membership import (
+    ActivityChanged, DeliverView, Fenced, GateOpened, LeaseAck, MembershipCore, ProposeView, RaftSample,
+    Record, StepDown, TimePassed, View, ViewCommitted,
+)
+from cluster.plantable import check_bugs
+from cluster.replication.core import (
+    Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
+)
+from cluster.replication.log import ReplicationLog
+from cluster.replication.master import Limits
+from cluster.replication.messages import (
+    Ack, AckPolicy, Complete, Forward, ForwardReply, Rejected, Send, SnapshotChunk, Throttle,
+)
+from cluster.replication.liveness import PeerLiveness
+from cluster.replication.wire import Heartbeat
+
+POLICY_TAG = "elasticmq-py:ack-policy"
+REPLICATION_GATE = "replication"
+STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
+FORWARD_TIMEOUT_S = 30.0      # a long poll waits up to 20 s on the master; beyond this, given up on
+PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
+
+_PRODUCERS = (SendMessage, SendMessageBatch)
+_TAG_CHANGES = (CreateQueue, DeleteQueue, TagQueue, UntagQueue)
+_INTERNAL = object()          # the token of the master's own Tick operations
+
+# Planted bugs this core knows (cluster/plantable.py): never set in production.
+BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled"})
+
+
+# -- what gating says ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """This node is the active master: it answers itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardTo:
+    master: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    reason: str
+
+
+Route = Union[Local, ForwardTo, Refuse]
+LOCAL = Local()
+
+
+# -- actions for the runtimes -------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The outcome of the client operation ``token``: its result, or the error to tell."""
+
+    token: Any
+    result: Any
+    error: BaseException | None
+    changed: bool = False     # it changed the state (parked long polls may find something)
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardAnswered:
+    token: Any
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardFailed:
+    token: Any
+    reason: str
+    sent: bool                # it reached the master, which may have executed it
+
+
+@dataclass(frozen=True, slots=True)
+class ServeForwarded:
+    """Another member hands us a client request: answer with ``ForwardReply(request_id, ...)``."""
+
+    sender: str
+    request_id: int
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToRaft:
+    """For the Raft thread: a ``ProposeView``, ``MayStand``, ``FenceDone`` or ``TransferLeadership``."""
+
+    action: Any
+
+
+@dataclass(frozen=True, slots=True)
+class MayStand:
+    allowed: bool
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceDone:
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransferLeadership:
+    """Hand Raft leadership to the most caught-up follower (an operator's step-down)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServingChanged:
+    on: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleChanged:
+    on: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Warn:
+    """Something for the operator's log (the runtime rate-limits it)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlushDue:
+    """Call ``flush`` at the end of this turn of the loop."""
+
+
+Action = Union[Send, Answer, ForwardAnswered, ForwardFailed, ServeForwarded, ToRaft, ServingChanged,
+               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected]
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    """What a node core is told at start (the same on every member)."""
+
+    timing: Timing
+    policy: AckPolicy = AckPolicy.MAJORITY
+    forward: bool = True
+    limits: Limits = Limits()
+    transfer: TransferSettings = TransferSettings()
+    log_limit_bytes: int = 64 * 1024 * 1024
+    storage_ticks: bool = True
+
+
+class NodeCore:
+    def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
+                 new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,
+                 bugs: frozenset[str] = frozenset()) -> None:
+        all_bugs = check_bugs(bugs)
+        self.bugs = all_bugs & BUGS
+        self.name = name
+        self.settings = settings
+        t = settings.timing
+        self.timing = t
+        self.members = tuple(sorted(members))
+        self.membership = MembershipCore(name, t, frozenset({REPLICATION_GATE}), configured=frozenset(self.members))
+        self.replication = ReplicationCore(
+            name, storage, new_storage, log=ReplicationLog(settings.log_limit_bytes), policy=settings.policy,
+            limits=settings.limits, configured=len(self.members), transfer=settings.transfer,
+            bugs=all_bugs, amnesiac=amnesiac)
+        self.liveness = PeerLiveness(tuple(m for m in self.members if m != name), incarnation,
+                                     keepalive=t.keepalive, dead_after=t.connection_timeout)
+        self.throttling = False
+        self.rejected = 0
+        self._policies: dict[QueueKey, AckPolicy] = {}
+        self._pending: dict[int, tuple[Any, Any, bool]] = {}     # op id -> (token, result, changed)
+        self._op_ids = itertools.count(1)
+        self._flush_due = False
+        self._acks: dict[str, Ack] = {}
+        self._active_until = float("-inf")   # a yes from the membership core holds until then
+        self._serving = False                # what ServingChanged last said
+        self._abandon_at: float | None = None
+        self._may_stand: bool | None = None
+        self._forward_ids = itertools.count(1)
+        self._forwards: dict[int, tuple[Any, str, float]] = {}   # request id -> (token, master, since)
+        self._next_storage_tick = 0.0
+        self._progress: tuple | None = None
+        self._progress_at = float("-inf")
+        self.last_transfer_at: float | None = None
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    @property
+    def storage(self) -> Storage:
+        return self.replication.storage
+
+    @property
+    def view(self) -> View | None:
+        return self.membership.view
+
+    def serving(self, now: float) -> bool:
+        """The active master, synchronised: client operations run here."""
+        if not self.replication.serving:
+            return False
+        if "minority-answers" in self.bugs:
+            return True
+        if now < self._active_until:
+            return True
+        m = self.membership
+        active = m.evaluate(now)[0]
+        if active:
+            self._active_until = m.lease_expiry()  # type: ignore[assignment]
+        return active
+
+    def route(self, now: float) -> Route:
+        if self.serving(now):
+            return LOCAL
+        reason = self.unavailable_reason(now)
+        if not self.settings.forward:
+            return Refuse(reason)
+        view = self.membership.view
+        master = view.master if view is not None else None
+        if master is None or master == self.name:
+            return Refuse(reason)      # no master yet, or ourselves still synchronising
+        if not self.liveness.connected(master):
+            return Refuse(f"Node {self.name} cannot reach the master {master}.")
+        return ForwardTo(master)
+
+    def unavailable_reason(self, now: float) -> str:
+        view = self.membership.view
+        if view is None:
+            return f"Node {self.name} has not joined a view of the cluster yet."
+        if view.master != self.name:
+            return f"Node {self.name} is not the master (the master is {view.master})."
+        if not self.replication.serving:
+            return f"Node {self.name} is the new master and is synchronising with a majority of the members."
+        return f"Node {self.name} is the master but not active ({self.membership.evaluate(now)[1]})."
+
+    def pending_ops(self) -> int:
+        return len(self._pending)
+
+    def forwards_in_flight(self) -> int:
+        return len(self._forwards)
+
+    # -- client operations -------------------------------------------------------------------------
+
+    def execute(self, token: Any, command: Command, now: float) -> list[Action]:
+        """Run ``command`` if this node is the serving master; its ``Answer`` comes once its ack
+        policy is met (maybe among the actions returned now)."""
+        out: list[Action] = []
+        if not self.serving(now):
+            self._time_passed(now, out)
+            out.append(Answer(token, None, NotServing(self.unavailable_reason(now))))
+            return out
+        if self.throttling and isinstance(command, _PRODUCERS) \
+                and not ("batches-unthrottled" in self.bugs and type(command) is SendMessageBatch):
+            out.append(Answer(token, None, Throttled(
+                "a replica lags too far behind; the master slows producers until it catches up")))
+            return out
+        policy = self._policy_for(command, out)
+        try:
+            result, mutations = self.replication.storage.execute(command)
+        except SqsError as e:
+            out.append(Answer(token, None, e))
+            return out
+        if mutations and isinstance(command, _TAG_CHANGES):
+            self._policies.clear()   # rare: the next command of each queue reads its tags again
+        # Every operation goes through the stream, those without mutations too: a FIFO send that
+        # deduplication turns into a no-op answers with a message only this master may hold yet,
+        # and must wait for what came before it (sim/README.md bug 2).
+        op = next(self._op_ids)
+        self._pending[op] = (token, result, bool(mutations))
+        self._replication(self.replication.submit(op, mutations, policy), now, out)
+        if mutations and not self._flush_due:
+            self._flush_due = True
+            out.append(FlushDue())
+        return out
+
+    def forward(self, token: Any, payload: Any, now: float) -> list[Action]:
+        """Hand a client request to the master (``route`` said ForwardTo)."""
+        route = self.route(now)
+        if type(route) is not ForwardTo:
+            reason = route.reason if type(route) is Refuse else f"Node {self.name} is the master now."
+            return [ForwardFailed(token, reason, sent=False)]
+        rid = next(self._forward_ids)
+        self._forwards[rid] = (token, route.master, now)
+        return [Send(route.master, Forward(rid, payload))]
+
+    def stopped(self, reason: str) -> list[Action]:
+        """The node stops: waiting operations and forwards end with "outcome unknown"."""
+        out: list[Action] = []
+        self._abandon(reason, out)
+        for token, _, _ in self._forwards.values():
+            out.append(ForwardFailed(token, reason, sent=True))
+        self._forwards.clear()
+        return out
+
+    def step_down(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        self._membership(StepDown(now), now, out)
+        out.append(ToRaft(TransferLeadership()))
+        return out
+
+    # -- events from the Raft thread ---------------------------------------------------------------
+
+    def raft_sample(self, sample: RaftSample) -> list[Action]:
+        out: list[Action] = []
+        self._membership(sample, sample.now, out)
+        return out
+
+    def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> list[Action]:
+        out: list[Action] = []
+        self._membership(LeaseAck(now, peer, term, stamp), now, out)
+        return out
+
+    def view_committed(self, view: View, now: float) -> list[Action]:
+        out: list[Action] = []
+        self._membership(ViewCommitted(now, view), now, out)
+        return out
+
+    def fence(self, term: int, now: float) -> list[Action]:
+        out: list[Action] = []
+        self._membership(Fenced(now, term), now, out)
+        out.append(ToRaft(FenceDone(term)))
+        return out
+
+    def members_changed(self, members: tuple[str, ...], now: float) -> list[Action]:
+        """The Raft configuration changed at runtime (a member added or removed)."""
+        self.members = tuple(sorted(members))
+        self.replication.configured = len(self.members)
+        out: list[Action] = []
+        for peer, up in self.liveness.set_peers(tuple(m for m in self.members if m != self.name)):
+            self._peer(peer, up, now, out)
+        return out
+
+    # -- events from the stream --------------------------------------------------------------------
+
+    def frame(self, sender: str, frame: Any, now: float) -> list[Action]:
+        out: list[Action] = []
+        if not self.liveness.heard(sender, now):
+            out.append(Rejected(sender, "not a member"))
+            return out
+        t = type(frame)
+        if t is Heartbeat:
+            for peer, up in self.liveness.heartbeat(sender, frame, now):
+                self._peer(peer, up, now, out)
+        elif t is Forward:
+            out.append(ServeForwarded(sender, frame.request_id, frame.payload))
+        elif t is ForwardReply:
+            entry = self._forwards.get(frame.request_id)
+            if entry is not None and entry[1] == sender:
+                del self._forwards[frame.request_id]
+                out.append(ForwardAnswered(entry[0], frame.payload))
+        else:
+            self._replication(self.replication.on_frame(sender, frame, int(now * 1000)), now, out)
+            if t is SnapshotChunk:
+                self._stand_check(out)
+        return out
+
+    def tick(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        now_ms = int(now * 1000)
+        beats, changes = self.liveness.tick(now)
+        for peer, hb in beats:
+            out.append(Send(peer, hb))
+        for peer, up in changes:
+            self._peer(peer, up, now, out)
+        self._replication(self.replication.on_tick(now_ms), now, out)
+        self._membership(TimePassed(now), now, out)
+        if self._abandon_at is not None and now >= self._abandon_at:
+            self._abandon_at = None
+            if not self.membership.evaluate(now)[0]:
+                self._abandon(f"{self.name} stopped being the active master before the ack policy was met", out)
+        for rid, (token, master, since) in list(self._forwards.items()):
+            if now - since >= FORWARD_TIMEOUT_S:
+                del self._forwards[rid]
+                out.append(ForwardFailed(token, f"the master {master} did not answer within "
+                                                f"{FORWARD_TIMEOUT_S:.0f} s", sent=True))
+        if self.settings.storage_ticks and now >= self._next_storage_tick and self.serving(now):
+            self._storage_tick(now, out)
+        self._progress_line(now, out)
+        self._stand_check(out)
+        return out
+
+    def flush(self, now: float) -> list[Action]:
+        """The end of a turn of the loop: cut the staged operations into one batch, and send the
+        newest ack per master."""
+        self._flush_due = False
+        out: list[Action] = []
+        self._replication(self.replication.flush(int(now * 1000)), now, out)
+        if self._acks:
+            acks, self._acks = self._acks, {}
+            out += [Send(to, ack) for to, ack in acks.items()]
+        return out
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _membership(self, event: Any, now: float, out: list[Action]) -> None:
+        self._active_until = float("-inf")
+        for a in self.membership.handle(event):
+            t = type(a)
+            if t is Record:
+                out.append(a)
+            elif t is ProposeView:
+                out.append(ToRaft(a))
+            elif t is DeliverView:
+                v = a.view
+                self._replication(self.replication.install_view(v.master, v.epoch, v.members, int(now * 1000)),
+                                  now, out)
+                for rid, (token, master, _) in list(self._forwards.items()):
+                    if master != v.master:
+                        del self._forwards[rid]
+                        out.append(ForwardFailed(token, f"the master changed from {master} to {v.master}",
+                                                 sent=True))
+            elif t is ActivityChanged:
+                self._abandon_at = None if a.active else now + self.timing.leader_fallback
+        self._serving_check(now, out)
+
+    def _time_passed(self, now: float, out: list[Action]) -> None:
+        # Between events only the clock can end activity (at the lease's expiry): tell the
+        # membership core, so that it says so (and when) the moment anyone looks.
+        if self.membership.active and not self.membership.evaluate(now)[0]:
+            self._membership(TimePassed(now), now, out)
+
+    def _replication(self, actions: list[Any], now: float, out: list[Action]) -> None:
+        for a in actions:
+            t = type(a)
+            if t is Send:
+                if type(a.frame) is Ack:
+                    if not self._acks and not self._flush_due:
+                        self._flush_due = True
+                        out.append(FlushDue())
+                    self._acks[a.to] = a.frame
+                else:
+                    out.append(a)
+            elif t is Complete:
+                pending = self._pending
+                for op in a.op_ids:
+                    entry = pending.pop(op, None)
+                    if entry is not None and entry[0] is not _INTERNAL:
+                        out.append(Answer(entry[0], entry[1], None, entry[2]))
+            elif t is Throttle:
+                self._set_throttle(a.on, out)
+            elif t is Abandoned:
+                self._abandon(a.reason, out)
+                self._set_throttle(False, out)
+            elif t is Serving:
+                self._policies.clear()
+                if a.on:
+                    self._membership(GateOpened(now, REPLICATION_GATE, a.epoch), now, out)
+            elif t is Note:
+                if a.event == "transfer-finished":
+                    self.last_transfer_at = now
+                # started_ms is this node's clock: meaningless to a reader of the history
+                out.append(Record(now, a.event.replace("-", "_"),
+                                  {k: v for k, v in a.fields.items() if k != "started_ms"}))
+            elif t is StorageReplaced:
+                self._policies.clear()
+                out.append(a)
+            elif t is Rejected:
+                self.rejected += 1
+                out.append(a)
+        self._serving_check(now, out)
+
+    def _peer(self, peer: str, up: bool, now: float, out: list[Action]) -> None:
+        self._replication(self.replication.on_peer(peer, up, int(now * 1000)), now, out)
+        if not up:
+            for rid, (token, master, _) in list(self._forwards.items()):
+                if master == peer:
+                    del self._forwards[rid]
+                    out.append(ForwardFailed(token, f"the connection to the master {peer} was lost", sent=True))
+        self._stand_check(out)
+
+    def _abandon(self, reason: str, out: list[Action]) -> None:
+        pending, self._pending = self._pending, {}
+        as_success = "abandon-as-success" in self.bugs
+        for token, result, changed in pending.values():
+            if token is _INTERNAL:
+                continue
+            if as_success:
+                out.append(Answer(token, result, None, changed))
+            else:
+                out.append(Answer(token, None, MasterChanged(reason)))
+
+    def _set_throttle(self, on: bool, out: list[Action]) -> None:
+        if on != self.throttling:
+            self.throttling = on
+            out.append(ThrottleChanged(on))
+
+    def _serving_check(self, now: float, out: list[Action]) -> None:
+        serving = self.replication.serving and self.membership.active
+        if serving != self._serving:
+            self._serving = serving
+            self._policies.clear()
+            out.append(ServingChanged(serving))
+
+    def _stand_check(self, out: list[Action]) -> None:
+        rec = self.replication.receiver
+        allowed = rec is None or rec.staging is None or not self.liveness.connected(rec.master)
+        if allowed != self._may_stand:
+            self._may_stand = allowed
+            out.append(ToRaft(MayStand(allowed, "" if allowed else "a state transfer is bringing this node up")))
+
+    def _storage_tick(self, now: float, out: list[Action]) -> None:
+        """Let time act on the master: its effects are replicated like a client's operation."""
+        result, mutations = self.replication.storage.execute(Tick())
+        # Hitting the cap means more is due: tick again at the next core tick.
+        self._next_storage_tick = now if result.effects >= Tick().max_effects else now + STORAGE_TICK_S
+        if mutations:
+            op = next(self._op_ids)
+            self._pending[op] = (_INTERNAL, None, True)
+            self._replication(self.replication.submit(op, mutations, self.settings.policy), now, out)
+            if not self._flush_due:
+                self._flush_due = True
+                out.append(FlushDue())
+
+    def _policy_for(self, command: Command, out: list[Action]) -> AckPolicy:
+        key = getattr(command, "queue", None)
+        if key is None:
+            return self.settings.policy
+        p = self._policies.get(key)
+        if p is None:
+            p = self.settings.policy
+            try:
+                tags, _ = self.replication.storage.execute(ListQueueTags(key))
+            except SqsError:
+                tags = None   # no such queue: the command fails the same way; the default is moot
+            value = tags.tags.get(POLICY_TAG) if tags is not None else None
+            if value is not None:
+                try:
+                    p = AckPolicy(value.strip().lower())
+                except ValueError:
+                    out.append(Warn(f"queue {key.name}: tag {POLICY_TAG}={value!r} is not an ack policy; "
+                                    f"using {p.value}"))
+            self._policies[key] = p
+        return p
+
+    def _progress_line(self, now: float, out: list[Action]) -> None:
+        """The master's `replication` history line: each replica's acknowledged position and lag,
+        at most once a second and only when something moved (the acks without a line per ack)."""
+        mc = self.replication.master_core
+        if mc is None or now - self._progress_at < PROGRESS_EVERY_S:
+            return
+        st = mc.status(int(now * 1000))
+        progress = (st["epoch"], tuple((k, r["acked_seq"], r["connected"]) for k, r in sorted(st["replicas"].items())))
+        if progress == self._progress:
+            return
+        self._progress, self._progress_at = progress, now
+        out.append(Record(now, "replication", {
+            "epoch": st["epoch"], "last_seq": st["last_seq"],
+            "replicas": {k: {"acked_seq": r["acked_seq"], "lag_batches": r["lag_batches"],
+                             "lag_ms": r["lag_ms"], "connected": r["connected"]}
+                         for k, r in sorted(st["replicas"].items())}}))

@@ -1,0 +1,305 @@
+"""cluster/node_core.py: what a node decides on its event loop, driven directly (no sockets, no
+threads): gating, flow control for every producer, per-queue ack policies, the abandon delay,
+the fence, stand-or-not, ack coalescing, forwarding bookkeeping and the master's storage ticks.
+
+Three cores exchange stream frames through an in-order queue; Raft's side is played by the test
+(role samples, lease acks, committed views), as the election core and pysyncobj would post them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from storage import IdSource, ManualClock, Storage
+from storage.commands import (
+    CreateQueue, Namespace, SendMessage, SendMessageBatch, SendMessageBatchEntry, TagQueue,
+)
+
+from cluster.config import Timing
+from cluster.errors import MasterChanged, NotServing, Throttled
+from cluster.membership import FOLLOWER, LEADER, ProposeView, RaftSample, Record
+from cluster.node_core import (
+    POLICY_TAG, Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local,
+    MayStand, NodeCore, Refuse, ServeForwarded, ServingChanged, ToRaft, Warn,
+)
+from cluster.replication.core import TransferSettings
+from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send
+
+NS = Namespace("us-east-1", "000000000000")
+NAMES = ("n1", "n2", "n3")
+TIMING = Timing()
+
+
+class Cores:
+    def __init__(self, names: tuple[str, ...] = NAMES, policy: AckPolicy = AckPolicy.MAJORITY,
+                 forward: bool = True, bugs: frozenset[str] = frozenset(), log_limit_bytes: int = 64 << 20,
+                 chunk_records: int = 2_000) -> None:
+        self.clock = ManualClock(1_000_000)
+        self.now = 100.0
+        self.cores: dict[str, NodeCore] = {}
+        self.queue: deque[tuple[str, str, Any]] = deque()
+        self.down: set[str] = set()
+        self.out: dict[str, list[Any]] = {n: [] for n in names}
+        self.to_raft: dict[str, list[Any]] = {n: [] for n in names}
+        for i, n in enumerate(names):
+            settings = CoreSettings(timing=TIMING, policy=policy, forward=forward, log_limit_bytes=log_limit_bytes,
+                                    transfer=TransferSettings(chunk_records=chunk_records, window=1))
+            self.cores[n] = NodeCore(n, names, settings, Storage(self.clock, IdSource(i + 1)),
+                                     lambda i=i: Storage(self.clock, IdSource(i + 100)), incarnation=i + 1,
+                                     bugs=bugs)
+
+    def handle(self, name: str, actions: list[Any]) -> list[Any]:
+        flush = False
+        for a in actions:
+            t = type(a)
+            if t is Send:
+                if name not in self.down and a.to not in self.down:
+                    self.queue.append((name, a.to, a.frame))
+            elif t is ToRaft:
+                self.to_raft[name].append(a.action)
+                if type(a.action) is ProposeView:
+                    self.commit(a.action.view)
+            elif t is FlushDue:
+                flush = True
+            else:
+                self.out[name].append(a)
+        if flush:
+            self.handle(name, self.cores[name].flush(self.now))
+        return actions
+
+    def commit(self, view: Any) -> None:
+        for n, c in self.cores.items():
+            if n not in self.down:
+                self.handle(n, c.view_committed(view, self.now))
+
+    def run(self) -> None:
+        while self.queue:
+            sender, to, frame = self.queue.popleft()
+            if to not in self.down and sender not in self.down:
+                self.handle(to, self.cores[to].frame(sender, frame, self.now))
+
+    def tick(self, seconds: float = 0.05, rounds: int = 1, leading: str | None = None) -> None:
+        """Time passes; ``leading``: that master's followers keep acking its lease meanwhile."""
+        for _ in range(rounds):
+            self.now += seconds
+            self.clock.advance(int(seconds * 1000))
+            if leading is not None:
+                self.ack(leading, self.cores[leading].membership.term)
+            for n, c in self.cores.items():
+                if n not in self.down:
+                    self.handle(n, c.tick(self.now))
+            self.run()
+
+    def lead(self, leader: str, term: int = 1, ackers: tuple[str, ...] | None = None) -> None:
+        configured = frozenset(self.cores)
+        for n, c in self.cores.items():
+            if n not in self.down:
+                self.handle(n, c.raft_sample(RaftSample(self.now, term, LEADER if n == leader else FOLLOWER,
+                                                        leader, configured)))
+        self.ack(leader, term, ackers)
+
+    def ack(self, leader: str, term: int, ackers: tuple[str, ...] | None = None) -> None:
+        for p in (ackers if ackers is not None else [n for n in self.cores if n not in self.down]):
+            if p != leader:
+                self.handle(leader, self.cores[leader].lease_acked(p, term, self.now, self.now))
+
+    def serving(self, leader: str = "n1", term: int = 1) -> None:
+        """Heartbeats until every link is up, then ``leader`` takes office and syncs."""
+        self.tick(rounds=6)
+        self.lead(leader, term)
+        for _ in range(40):
+            self.tick()
+            self.ack(leader, term)
+            if self.cores[leader].serving(self.now):
+                return
+        raise AssertionError(f"{leader} never served")
+
+    def execute(self, name: str, command: Any, token: Any = None) -> list[Answer]:
+        token = token if token is not None else object()
+        self.handle(name, self.cores[name].execute(token, command, self.now))
+        self.run()
+        return self.answers(name, token)
+
+    def answers(self, name: str, token: Any) -> list[Answer]:
+        return [a for a in self.out[name] if type(a) is Answer and a.token is token]
+
+
+def test_only_the_active_master_answers_and_the_others_forward_or_refuse():
+    c = Cores()
+    c.serving("n1")
+    assert c.cores["n1"].route(c.now) is not None and type(c.cores["n1"].route(c.now)) is Local
+    assert c.cores["n2"].route(c.now) == ForwardTo("n1")
+    (a,) = c.execute("n2", CreateQueue(NS, "q"))
+    assert isinstance(a.error, NotServing) and "not the master (the master is n1)" in str(a.error)
+    (a,) = c.execute("n1", CreateQueue(NS, "q"))
+    assert a.error is None
+    # without forwarding, a replica refuses with the reason
+    c2 = Cores(forward=False)
+    c2.serving("n1")
+    assert type(c2.cores["n2"].route(c2.now)) is Refuse
+
+
+def test_a_master_whose_lease_ran_out_refuses_at_once_without_any_event():
+    c = Cores()
+    c.serving("n1")
+    core = c.cores["n1"]
+    assert core.serving(c.now)
+    c.now += TIMING.lease + 0.01          # no ack, no tick: only the clock moved
+    assert not core.serving(c.now)
+    (a,) = c.execute("n1", CreateQueue(NS, "q"))
+    assert isinstance(a.error, NotServing) and "lease expired" in str(a.error)
+    assert any(type(x) is ServingChanged and not x.on for x in c.out["n1"]), "and it says so when asked"
+
+
+def test_planted_minority_answers_lets_an_expired_master_execute():
+    c = Cores(bugs=frozenset({"minority-answers"}))
+    c.serving("n1")
+    c.now += TIMING.lease + 0.01
+    (a,) = c.execute("n1", CreateQueue(NS, "q"))
+    assert a.error is None, "the planted bug gates on the replication layer only"
+
+
+def test_producers_are_throttled_batches_included():
+    c = Cores()
+    c.serving("n1")
+    (a,) = c.execute("n1", CreateQueue(NS, "q"))
+    c.cores["n1"].throttling = True
+    batch = SendMessageBatch(NS.key("q"), (SendMessageBatchEntry("a", "x"),))
+    for cmd in (SendMessage(NS.key("q"), "x"), batch):
+        (a,) = c.execute("n1", cmd)
+        assert isinstance(a.error, Throttled), type(cmd).__name__
+    planted = Cores(bugs=frozenset({"batches-unthrottled"}))
+    planted.serving("n1")
+    planted.execute("n1", CreateQueue(NS, "q"))
+    planted.cores["n1"].throttling = True
+    (a,) = planted.execute("n1", batch)
+    assert a.error is None, "the planted bug lets batches through"
+
+
+def test_a_queues_tag_picks_its_ack_policy_and_a_bad_tag_warns():
+    c = Cores(policy=AckPolicy.MAJORITY)
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "fast", tags={POLICY_TAG: "none"}))
+    c.execute("n1", CreateQueue(NS, "odd", tags={POLICY_TAG: "sometimes"}))
+    c.down |= {"n2", "n3"}                # nobody can ack from now on
+    tok = object()
+    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("fast"), "x"), c.now))
+    assert [a.error for a in c.answers("n1", tok)] == [None], "policy none: answered at once"
+    tok = object()
+    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("odd"), "x"), c.now))
+    assert c.answers("n1", tok) == [], "the cluster's majority: waits for acks"
+    assert any(type(a) is Warn and "not an ack policy" in a.text for a in c.out["n1"])
+    # a tag change applies to the next operation of that queue
+    c.handle("n1", c.cores["n1"].execute(object(), TagQueue(NS.key("odd"), {POLICY_TAG: "none"}), c.now))
+    tok = object()
+    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("odd"), "y"), c.now))
+    assert [a.error for a in c.answers("n1", tok)] == [None]
+
+
+def test_waiting_operations_are_abandoned_only_after_the_fallback_not_at_a_lapse():
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    c.down |= {"n2", "n3"}
+    tok = object()
+    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("q"), "x"), c.now))
+    c.tick(0.05, rounds=6)                # the lease lapses: inactive, but the op still waits
+    assert not c.cores["n1"].serving(c.now)
+    assert c.answers("n1", tok) == []
+    c.tick(0.1, rounds=int(TIMING.leader_fallback / 0.1) + 1)
+    (a,) = c.answers("n1", tok)
+    assert isinstance(a.error, MasterChanged)
+
+
+def test_planted_abandon_as_success_answers_ok():
+    c = Cores(bugs=frozenset({"abandon-as-success"}))
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    c.down |= {"n2", "n3"}
+    tok = object()
+    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("q"), "x"), c.now))
+    c.tick(0.1, rounds=int(TIMING.leader_fallback / 0.1) + 8)
+    (a,) = c.answers("n1", tok)
+    assert a.error is None and a.result is not None
+
+
+def test_a_fence_ends_activity_before_the_lease_and_answers_the_raft_thread():
+    c = Cores()
+    c.serving("n1")
+    core = c.cores["n1"]
+    assert core.serving(c.now)
+    c.handle("n1", core.fence(2, c.now))
+    assert not core.serving(c.now), "inactive at once, with the lease still fresh"
+    assert FenceDone(2) in c.to_raft["n1"]
+    assert any(type(r) is Record and r.event == "fenced" for r in c.out["n1"])
+    c.ack("n1", 1)
+    assert not core.serving(c.now), "and for the rest of its term"
+
+
+def test_acks_of_a_turn_are_coalesced_into_one_per_master():
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    rep = c.cores["n2"]
+    last = c.cores["n1"].replication.log.last_seq
+    # three batches reach n2 in one turn: one ack, for the last, at the end of the turn
+    frames = [Batch(1, last + i, 1, c.cores["n1"].replication.log.get(last).mutations) for i in (1, 2, 3)]
+    acks: list[Any] = []
+    for f in frames:
+        acks += [a for a in rep.frame("n1", f, c.now) if type(a) is Send and type(a.frame) is Ack]
+    assert acks == [], "no ack before the end of the turn"
+    flushed = [a for a in rep.flush(c.now) if type(a) is Send and type(a.frame) is Ack]
+    assert [(a.to, a.frame.seq) for a in flushed] == [("n1", last + 3)], "one cumulative ack, for the newest"
+
+
+def test_forwarding_is_answered_failed_on_a_lost_link_or_a_new_master():
+    c = Cores()
+    c.serving("n1")
+    rep = c.cores["n2"]
+    tok = object()
+    (send,) = rep.forward(tok, b"request", c.now)
+    assert send.to == "n1" and type(send.frame) is Forward
+    served = c.cores["n1"].frame("n2", send.frame, c.now)
+    assert served == [ServeForwarded("n2", send.frame.request_id, b"request")]
+    (ans,) = rep.frame("n1", ForwardReply(send.frame.request_id, b"response"), c.now)
+    assert ans == ForwardAnswered(tok, b"response")
+    # the link to the master goes: a forward in flight ends "sent, outcome unknown"
+    tok2 = object()
+    rep.forward(tok2, b"again", c.now)
+    c.down.add("n1")
+    c.tick(0.1, rounds=12)
+    failed = [a for a in c.out["n2"] if type(a) is ForwardFailed and a.token is tok2]
+    assert failed and failed[0].sent
+    assert type(rep.forward(object(), b"x", c.now)[0]) is ForwardFailed, "no forwarding to an unreachable master"
+
+
+def test_a_node_taking_a_transfer_from_a_connected_master_must_not_stand():
+    c = Cores(log_limit_bytes=2_000, chunk_records=1)
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    assert c.to_raft["n3"][-1:] == [MayStand(True, "")]
+    c.down.add("n3")
+    for i in range(60):                   # more than the log holds: n3 will need a transfer
+        c.execute("n1", SendMessage(NS.key("q"), f"m{i}"))
+    c.down.discard("n3")
+    seen: list[bool] = []
+    for _ in range(200):
+        c.tick(0.05, leading="n1")
+        seen += [a.allowed for a in c.to_raft["n3"] if type(a) is MayStand][len(seen):]
+        if c.cores["n3"].storage.digest() == c.cores["n1"].storage.digest() and seen[-1]:
+            break
+    assert False in seen, "not while the transfer from a connected master runs"
+    assert seen[-1] is True, "and again once it is done"
+    assert c.cores["n3"].replication.last_transfer["direction"] == "received"
+
+
+def test_the_master_lets_time_act_through_replicated_ticks():
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q", {"MessageRetentionPeriod": "60"}))
+    c.execute("n1", SendMessage(NS.key("q"), "expires"))
+    c.clock.advance(61_000)               # the storage's clock: past the retention period
+    c.tick(0.1, rounds=12, leading="n1")  # the core's: past its next storage tick
+    assert c.cores["n1"].storage.message_count() == 0, "retention acted on the master"
+    assert c.cores["n2"].storage.digest() == c.cores["n1"].storage.digest(), "through the stream"

@@ -1,0 +1,253 @@
+"""cluster/replicated.py: the node runtime on its event loop, three of them on real ZeroMQ sockets,
+with Raft's side scripted (tests/cluster/scripted_raft.py): the one calling convention
+(``execute(command, done)``), group commit, ack policies, liveness from heartbeats, a new master
+serving only after its sync, and per-queue policies from tags."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from storage.commands import CreateQueue, Namespace, SendMessage, SendMessageBatch, TagQueue
+from storage.commands import SendMessageBatchEntry as Entry
+
+from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
+from cluster.node_core import POLICY_TAG, ForwardTo, Local, Refuse
+from cluster.replicated import ReplicatedStorage
+
+from tests.cluster.scripted_raft import NAMES, LinkAddrs, Nodes, eventually, run
+from tests.storage.workload import assert_same_state
+
+NS = Namespace("eu-west-1", "123456789012")
+
+
+def execute(node: ReplicatedStorage, command: Any) -> "asyncio.Future[Any]":
+    fut = asyncio.get_running_loop().create_future()
+
+    def done(result: Any, err: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_exception(err) if err is not None else fut.set_result(result)
+    node.execute(command, done)
+    return fut
+
+
+async def serving(nodes: Nodes, master: str, term: int = 1, acking: tuple[str, ...] | None = None) -> None:
+    nodes.lead(master, term, acking)
+    await eventually(lambda: nodes[master].serving, what=f"{master} serving")
+
+
+async def converged(nodes: Nodes, master: str, *names: str) -> None:
+    want = nodes[master].storage.digest()
+    await eventually(lambda: all(nodes[n].storage.digest() == want for n in names), what=f"{names} converged")
+    for n in names:
+        assert_same_state(nodes[n].storage, nodes[master].storage)
+
+
+@run
+async def test_majority_completes_in_few_batches_and_replicas_converge():
+    c = Nodes()
+    await c.start()
+    try:
+        await serving(c, "n1")
+        assert type(c["n1"].route()) is Local
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+        first = c["n1"].core.replication.log.last_seq
+        futs = [execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")) for i in range(200)]
+        await asyncio.wait_for(asyncio.gather(*futs), 5)
+        assert c["n1"].core.replication.log.last_seq - first < 10, "group commit: a loop turn's sends share a batch"
+        await converged(c, "n1", "n2", "n3")
+        st = c["n1"].status()
+        assert st.replication.role == "master" and st.replication.serving and not st.replication.halted
+        assert all(st.replication.replicas[r].connected for r in ("n2", "n3"))
+        await eventually(lambda: all(r.acked_seq == c["n1"].core.replication.log.last_seq
+                                     for r in c["n1"].status().replication.replicas.values()), what="all acked")
+        # a replica routes clients to its connected master and refuses to execute itself
+        assert c["n2"].route() == ForwardTo("n1")
+        with_err = execute(c["n2"], SendMessage(NS.key("q"), "x"))
+        try:
+            await with_err
+            raise AssertionError("a replica executed a client operation")
+        except NotServing:
+            pass
+    finally:
+        await c.stop()
+
+
+@run
+async def test_with_one_replica_down_majority_completes_and_all_waits():
+    c = Nodes()
+    await c.start()
+    try:
+        # n3's Raft link stays up (it keeps acking the lease, so it stays in the view); its stream dies
+        await serving(c, "n1", acking=("n2", "n3"))
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q", tags={POLICY_TAG: "all"})), 5)
+        await c.stop("n3")
+        await eventually(lambda: not c["n1"].core.liveness.connected("n3"), 3, "n3 seen disconnected")
+        st = c["n1"].status()
+        assert st.replication.replicas["n3"].connected is False and st.replication.halted
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "m")), 5)
+        await asyncio.wait_for(execute(c["n1"], SendMessage(NS.key("m"), "majority")), 5)
+        waiting_all = execute(c["n1"], SendMessage(NS.key("q"), "the queue's tag says all"))
+        await asyncio.sleep(0.5)
+        assert not waiting_all.done(), "`all` must not complete while a replica of the view is down"
+        await converged(c, "n1", "n2")
+    finally:
+        await c.stop()
+    assert isinstance(waiting_all.exception(), OutcomeUnknown)
+
+
+@run
+async def test_a_tag_change_takes_effect_for_the_next_operation():
+    c = Nodes(policy="none")
+    await c.start()
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+        await c.stop("n2", "n3")
+        # policy none: answered with no replica at all
+        await asyncio.wait_for(execute(c["n1"], SendMessage(NS.key("q"), "unreplicated")), 2)
+        await asyncio.wait_for(execute(c["n1"], TagQueue(NS.key("q"), {POLICY_TAG: "one"})), 2)
+        waits = execute(c["n1"], SendMessage(NS.key("q"), "needs one replica"))
+        await asyncio.sleep(0.3)
+        assert not waits.done(), "the tag now asks for one replica"
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_cut_link_disconnects_both_ends_and_the_majority_goes_on():
+    c = Nodes()
+    for node in c.nodes.values():
+        await node.start()
+        c.bound[node.name] = node.stream.bound
+    fwd = Forwarder(c.bound["n2"])
+    fwd_addr = await fwd.start()
+    c.reconfigure({("n1", "n2"): LinkAddrs(stream=fwd_addr)})
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+        await converged(c, "n1", "n2", "n3")
+        assert fwd.bytes > 0, "n1's frames to n2 went through the forwarder"
+        await fwd.cut()
+        await eventually(lambda: not c["n1"].core.liveness.connected("n2"), 3, "n2 reported disconnected")
+        # n2 still reaches n1 directly, but no longer hears it: both ends see the link down
+        await eventually(lambda: not c["n2"].core.liveness.connected("n1"), 3, "n2 sees n1 down")
+        assert c["n2"].status().replication.halted
+        assert type(c["n2"].route()) is Refuse, "no forwarding to a master it cannot reach"
+        await asyncio.wait_for(execute(c["n1"], SendMessage(NS.key("q"), "after the cut")), 5)
+        await converged(c, "n1", "n3")
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_new_master_serves_only_after_syncing_and_old_waiters_fail():
+    c = Nodes()
+    await c.start()
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q", tags={POLICY_TAG: "all"})), 5)
+        await c.stop("n3")
+        stuck = execute(c["n1"], SendMessage(NS.key("q"), "waits for n3"))
+        await asyncio.sleep(0.05)
+        c.lead("n2", 2, acking=("n1",))
+        try:
+            await asyncio.wait_for(stuck, 2)
+            raise AssertionError("an operation outlived the view it waited in")
+        except MasterChanged:
+            pass
+        await eventually(lambda: c["n2"].serving, 3, "serving after the sync with n1 (a majority of 3)")
+        assert c["n1"].core.replication.role == "replica"
+        # the old master logged its staged tail before stepping down; the sync pulled it over
+        assert c["n2"].core.replication.log.last_seq == c["n1"].core.replication.log.last_seq
+        await asyncio.wait_for(execute(c["n2"], CreateQueue(NS, "r")), 5)
+        await converged(c, "n2", "n1")
+        assert c["n1"].route() == ForwardTo("n2")
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_new_master_without_a_majority_never_serves():
+    c = Nodes()
+    await c.start()
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+        await c.stop("n1", "n3")
+        c.lead("n2", 2, acking=())
+        await asyncio.sleep(0.6)
+        assert not c["n2"].serving, "one of three configured members is no majority"
+        try:
+            await asyncio.wait_for(execute(c["n2"], SendMessage(NS.key("q"), "x")), 1)
+            raise AssertionError("a minority node executed a client operation")
+        except NotServing:
+            pass
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_batch_is_throttled_like_a_send():
+    c = Nodes()
+    await c.start()
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+        core = c["n1"].core
+        core.throttling = True      # what the master core's flow control says while a replica lags
+        from cluster.errors import Throttled
+        for cmd in (SendMessage(NS.key("q"), "x"), SendMessageBatch(NS.key("q"), (Entry("a", "y"),))):
+            try:
+                await asyncio.wait_for(execute(c["n1"], cmd), 1)
+                raise AssertionError(f"{type(cmd).__name__} was not throttled")
+            except Throttled:
+                pass
+    finally:
+        await c.stop()
+
+
+class Forwarder:
+    """A tiny TCP forwarder that counts bytes and can be cut (connections dropped, port closed)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.bytes = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> Any:
+        from cluster.config import Address
+        self._server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        return Address("127.0.0.1", self._server.sockets[0].getsockname()[1])
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            ur, uw = await asyncio.open_connection(self.target.host, self.target.port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, uw}
+
+        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                while data := await r.read(65536):
+                    self.bytes += len(data)
+                    w.write(data)
+                    await w.drain()
+            except (OSError, asyncio.CancelledError):
+                pass
+            finally:
+                w.transport.abort()
+
+        await asyncio.gather(pump(reader, uw), pump(ur, writer))
+
+    async def cut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for w in self._writers:
+            w.transport.abort()
+        self._writers.clear()
+
+
+assert NAMES == ("n1", "n2", "n3")
