@@ -17,6 +17,7 @@ from storage.commands import Command, QueueKey, Tick
 from storage.limits import STRICT, Limits
 from storage.mutations import MessageAdded, MessageChanged, MessageDeleted
 
+from elasticmq_py.health import Health, Role, single_node
 from elasticmq_py.longpoll import Waiters
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ class Backend(Protocol):
 
     def now_ms(self) -> int: ...
 
-    def can_serve_writes(self) -> bool: ...
+    def health(self, role: Role) -> Health:
+        """Whether this node serves clients (role ANY) or is the active master (MASTER)."""
 
     def cluster_status(self) -> dict: ...
 
@@ -99,8 +101,8 @@ class LocalBackend:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def can_serve_writes(self) -> bool:
-        return True
+    def health(self, role: Role) -> Health:
+        return single_node(self.node_name, role)
 
     def cluster_status(self) -> dict:
         return {

@@ -35,6 +35,7 @@ from cluster.runtime import BindError
 
 from elasticmq_py.backend import LocalBackend, cancel_and_wait
 from elasticmq_py.forwarding import Forwarder
+from elasticmq_py.health import Health, NodeFacts, Role, judge
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,18 @@ class ClusterBackend:
     def now_ms(self) -> int:
         return self.local.now_ms()
 
-    def can_serve_writes(self) -> bool:
-        return self.replicated is not None and self.replicated.serving
+    def health(self, role: Role) -> Health:
+        r = self.replicated
+        if r is None:
+            return judge(NodeFacts(self.name, False, f"Node {self.name} is not running.", False, None, False, False), role)
+        master = r.master_name()
+        linked = heard = False
+        if master is not None and master != self.name:
+            linked = r.stream.transport.connected(master)
+            st = r.membership.status()   # a follower's "quorum": recent contact with its Raft leader
+            heard = bool(st.get("quorum")) and st.get("leader") == master
+        return judge(NodeFacts(self.name, r.serving, r.unavailable_reason(), r.forward, master, linked, heard),
+                     role)
 
     def cluster_status(self) -> dict:
         r = self.replicated
