@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elasticmq_py import loglevel
 from elasticmq_py.config import DEFAULT_PORT
 
 HOST = "127.0.0.1"
@@ -270,7 +271,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="how long to wait for the nodes to agree on a master (default 30)")
     p.add_argument("--stop-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long a node may take to stop before it is killed (default 10)")
-    p.add_argument("--log-level", default="INFO", help="the nodes' logging level (default INFO)")
+    loglevel.add_argument(p, "the nodes' logging level")
     return p
 
 
