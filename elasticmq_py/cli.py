@@ -146,6 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
             GcPolicy().install()
 
     def started() -> None:
+        logging.getLogger("elasticmq_py").info("dashboard: %s/ui", server.endpoint_url)
         if args.print_port:
             print(server.port, flush=True)
 

@@ -21,6 +21,7 @@ from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMess
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from storage.results import ReceiveMessageResult
 
+from elasticmq_py import dashboard
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
 from elasticmq_py.backend import Backend, LocalBackend
@@ -277,4 +278,5 @@ _ADMIN = {
     "/health": Endpoint._health,
     "/metrics": Endpoint._metrics,
     "/cluster": Endpoint._cluster,
+    **dashboard.ROUTES,
 }

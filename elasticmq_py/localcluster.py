@@ -23,6 +23,7 @@ tests parse, keep it stable)::
     master     n1  http://127.0.0.1:9324
     directory  /tmp/elasticmq-py-local-...
     status     elasticmq-py status --endpoint http://127.0.0.1:9324
+    dashboard  http://127.0.0.1:9324/ui   (every node serves one at /ui)
     ready: Ctrl-C stops the cluster
 
 (a follower's role reads "replica (forwards to the master)" once replication is on), then stays
@@ -339,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"master     {master}  {by_name[master].url}",
                   f"directory  {directory}",
                   f"status     elasticmq-py status --endpoint {by_name[master].url}",
+                  f"dashboard  {by_name[master].url}/ui   (every node serves one at /ui)",
                   "ready: Ctrl-C stops the cluster"]
         print("\n".join(lines), flush=True)
 

@@ -106,6 +106,9 @@ def test_three_nodes_start_serve_and_stop_on_ctrl_c(tmp_path):
         assert [n for n, (_, _, role) in nodes.items() if role == "master"] == [master]
         assert f"status     elasticmq-py status --endpoint {master_url}" in out
         assert f"directory  {tmp_path}" in out
+        assert any(line.startswith(f"dashboard  {master_url}/ui ") for line in out), out
+        with urllib.request.urlopen(master_url + "/ui") as r:
+            assert r.status == 200 and b"/ui/static/dashboard.js" in r.read()
 
         # Every node answers GET /cluster and names the same master as the command did.
         for name, (url, _, _) in nodes.items():
