@@ -127,13 +127,22 @@ class LeaseAcked:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderContact:
+    """For the event loop's gating: ``leader`` led us at ``at`` (sent at most once a heartbeat
+    period, so the loop's view of it is never staler than that)."""
+
+    leader: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class NotStanding:
     """Why this node does not stand now (None: it may again); reported on change, for the log."""
 
     reason: str | None
 
 
-Action = Union[Send, Deliver, Stand, Fence, LeaseAcked, NotStanding]
+Action = Union[Send, Deliver, Stand, Fence, LeaseAcked, LeaderContact, NotStanding]
 
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
 BUGS = frozenset({"no-pre-vote"})
@@ -172,6 +181,7 @@ class ElectionCore:
         self.votes_dropped = 0
         self.pre_votes_granted = 0
         self.pre_votes_refused = 0
+        self._contact_told = float("-inf")
 
     # -- inputs ----------------------------------------------------------------------------------
 
@@ -264,7 +274,11 @@ class ElectionCore:
         if not self.standing:
             self.round = None
             self.deadline = now + self._timeout()
-        return [Send(sender, LeaseAck(term, stamp))] if stamp is not None else []
+        out: list[Action] = [Send(sender, LeaseAck(term, stamp))] if stamp is not None else []
+        if now - self._contact_told >= self.timing.heartbeat:
+            self._contact_told = now
+            out.append(LeaderContact(sender, now))
+        return out
 
     def fence_done(self, term: int) -> list[Action]:
         if self.fence is None or term < self.fence.term:

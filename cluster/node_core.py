@@ -230,6 +230,7 @@ class NodeCore:
         self._forward_ids = itertools.count(1)
         self._forwards: dict[int, tuple[Any, str, float]] = {}   # request id -> (token, master, since)
         self._next_storage_tick = 0.0
+        self._leader_contact: tuple[str, float] | None = None   # (Raft leader, when it last led us)
         self._progress: tuple | None = None
         self._progress_at = float("-inf")
         self.last_transfer_at: float | None = None
@@ -263,14 +264,25 @@ class NodeCore:
             return LOCAL
         reason = self.unavailable_reason(now)
         if not self.settings.forward:
-            return Refuse(reason)
+            return Refuse(f"{reason} Forwarding is off (forward = false).")
         view = self.membership.view
         master = view.master if view is not None else None
         if master is None or master == self.name:
             return Refuse(reason)      # no master yet, or ourselves still synchronising
         if not self.liveness.connected(master):
-            return Refuse(f"Node {self.name} cannot reach the master {master}.")
+            return Refuse(f"Node {self.name} cannot reach the master {master} (its stream link is down), "
+                          "so it cannot forward.")
+        if not self._heard_lead(master, now):
+            # Connected, but not leading us: it lost its majority (or we are cut off from it on
+            # Raft's links). Forwarding would only collect its refusal.
+            return Refuse(f"Node {self.name} has not heard from the master {master} as Raft leader within an "
+                          "election timeout: the master may have lost its majority.")
         return ForwardTo(master)
+
+    def _heard_lead(self, master: str, now: float) -> bool:
+        c = self._leader_contact
+        t = self.timing
+        return c is not None and c[0] == master and now - c[1] < t.election_min + t.heartbeat
 
     def unavailable_reason(self, now: float) -> str:
         view = self.membership.view
@@ -353,6 +365,11 @@ class NodeCore:
         out: list[Action] = []
         self._membership(sample, sample.now, out)
         return out
+
+    def leader_contact(self, leader: str, at: float) -> list[Action]:
+        """Raft's thread says: ``leader`` led us at ``at``."""
+        self._leader_contact = (leader, at)
+        return []
 
     def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> list[Action]:
         out: list[Action] = []

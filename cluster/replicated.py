@@ -203,6 +203,9 @@ class ReplicatedStorage:
     def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> None:
         self._act(self.core.lease_acked(peer, term, stamp, self._now()))
 
+    def leader_contact(self, leader: str, at: float) -> None:
+        self.core.leader_contact(leader, at)
+
     def view_committed(self, view: View, now: float) -> None:
         self._act(self.core.view_committed(view, self._now()))
 

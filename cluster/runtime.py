@@ -49,7 +49,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
 from cluster.election import (
     APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, Deliver, ElectionCore, Fence,
-    LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
+    LeaderContact, LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
 )
 from cluster.membership import ProposeView, RaftSample, View, accept_view
 from cluster.node_core import FenceDone, MayStand
@@ -90,6 +90,7 @@ class RaftEvents(Protocol):
 
     def raft_sample(self, sample: RaftSample) -> None: ...
     def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> None: ...
+    def leader_contact(self, leader: str, at: float) -> None: ...
     def view_committed(self, view: View, now: float) -> None: ...
     def fence(self, term: int, now: float) -> None: ...
     def member_changed(self, change: str, spec: NodeSpec) -> None: ...
@@ -381,6 +382,8 @@ class MembershipNode:
                     self._transport.send(node, _encode(a.message))
             elif t is LeaseAcked:
                 self._loop.call_soon_threadsafe(self._events.lease_acked, a.peer, a.term, a.stamp, self._clock())
+            elif t is LeaderContact:
+                self._loop.call_soon_threadsafe(self._events.leader_contact, a.leader, a.at)
             elif t is Fence:
                 # the role and term the loop must see first (it may not have had this tick's sample)
                 self._post_sample(force=True)

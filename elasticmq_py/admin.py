@@ -4,7 +4,7 @@
     POST   /cluster/members          body {"name", "raft", "stream"}: add a member (run on the master)
     DELETE /cluster/members/NAME     remove a member (run on the master)
 
-Read-only routes (GET /cluster, /health, /metrics) are open, like the SQS API. These three change
+Read-only routes (GET /cluster, /health, /metrics and the dashboard, /ui) are open, like the SQS API. These three change
 the cluster, so a caller must both come from an allowed address (``admin-from`` in [cluster];
 loopback only by default, 403 otherwise) and present the cluster secret in the
 ``X-Cluster-Secret`` header (401 otherwise). The secret travels in clear text: expose the admin

@@ -21,6 +21,7 @@ from storage.mutations import MessageAdded, MessageChanged, MessageDeleted
 from cluster.node_core import LOCAL, Route
 from cluster.status import NodeStatus, ReplicationStatus
 
+from elasticmq_py.health import Health, Role, single_node
 from elasticmq_py.longpoll import Waiters
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 
@@ -47,6 +48,9 @@ class Backend(Protocol):
     def now_ms(self) -> int: ...
 
     def status(self, digest: bool = False) -> NodeStatus: ...
+
+    def health(self, role: Role) -> Health:
+        """Whether this node serves clients (role ANY) or is the active master (MASTER)."""
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]: ...
 
@@ -126,6 +130,9 @@ class LocalBackend:
 
     def route(self) -> Route:
         return LOCAL
+
+    def health(self, role: Role) -> Health:
+        return single_node(self.node_name, role)
 
     def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None]) -> None:
         raise RuntimeError("a single node forwards nothing")   # route() never says ForwardTo

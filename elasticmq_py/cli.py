@@ -1,6 +1,6 @@
 """``elasticmq-py``: run a server, and look at or steer a running cluster.
 
-    elasticmq-py serve [--config FILE] [--host H] [--port P] ...
+    elasticmq-py serve [--config FILE] [--host H] [--port P] ...   (dashboard at http://H:P/ui)
     elasticmq-py local-cluster [--nodes 3] [--http-port 9324] [--policy P] [--dir DIR]
     elasticmq-py status [--endpoint URL] [--json]
     elasticmq-py step-down [--endpoint URL] [--secret S | --secret-file F | --config FILE]
@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from cluster.status import NodeStatus, ReplicationStatus, TransferInfo
 
-from elasticmq_py import localcluster
+from elasticmq_py import localcluster, loglevel
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
@@ -47,13 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     s = sub.add_parser("serve", aliases=["run"], help="run the SQS endpoint (a single node, or a cluster member)",
-                       description="Run the SQS endpoint (JSON and Query protocols) with the "
-                                   "admin routes /health, /metrics and /cluster on the same port. "
-                                   "With a [cluster] section in --config, run as a cluster member: "
-                                   "only the active master answers SQS calls, the others answer 503.")
+                       description="Run the SQS endpoint (JSON and Query protocols) with, on the same port, "
+                                   "the dashboard (/ui) and the read-only routes /health, /metrics and "
+                                   "/cluster. With a [cluster] section in --config, run as a cluster member: "
+                                   "the active master executes SQS calls and every other member forwards "
+                                   "them to it (with forward = false in [cluster.replication] they answer "
+                                   "a retryable 503 instead). /health is 200 wherever a client is served; "
+                                   "/health?role=master only on the active master.")
     s.add_argument("--config", metavar="FILE",
-                   help="TOML configuration file (host, port, account-id, region, limits, queues, "
-                        "[cluster]); flags override it")
+                   help="TOML configuration file (host, port, account-id, region, limits, gc, "
+                        "public-host, queues, [cluster]; elasticmq_py/config.py); flags override it")
     s.add_argument("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     s.add_argument("--port", type=int, help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})")
     s.add_argument("--account-id", help="account id in queue URLs and ARNs (default 000000000000)")
@@ -63,13 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Python's cycle collector: managed keeps its pauses short however much is "
                         "stored (elasticmq_py/gcpolicy.py); default leaves it as Python runs it "
                         "(default managed)")
-    s.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    loglevel.add_argument(s)
     s.add_argument("--print-port", action="store_true",
                    help="print the bound port on stdout once listening (for --port 0)")
 
     st = sub.add_parser("status", help="show a node's view of the cluster",
-                        description="Show the cluster as one node sees it: view, master, epoch, this "
-                                    "node's role and activity, quorum, and each peer's link state.")
+                        description="Show the cluster as one node sees it (GET /cluster): view, master, "
+                                    "epoch, this node's role and activity, quorum, each peer's link state, "
+                                    "and the replication stream (each replica's lag, the last state transfer).")
     _endpoint_arg(st)
     st.add_argument("--json", action="store_true", help="print the raw GET /cluster JSON")
 
@@ -124,7 +128,7 @@ def _serve(args: argparse.Namespace) -> int:
     from elasticmq_py.gcpolicy import GcPolicy
     from elasticmq_py.server import Server
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # `kill -USR1 <pid>` writes every thread's stack to stderr: what a stuck node is doing
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.getLogger("pysyncobj").setLevel(logging.WARNING)
@@ -144,6 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
             GcPolicy().install()
 
     def started() -> None:
+        logging.getLogger("elasticmq_py").info("dashboard: %s/ui", server.endpoint_url)
         if args.print_port:
             print(server.port, flush=True)
 

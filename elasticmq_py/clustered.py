@@ -38,6 +38,7 @@ from cluster.status import NodeStatus
 from elasticmq_py.backend import Done, LocalBackend, ServeForwarded, run
 from elasticmq_py.forwarding import ForwardError, decode_request, decode_response, encode_request, encode_response
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
+from elasticmq_py.health import Health, Role, from_route
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class ClusterBackend:
 
     def __init__(self, local: LocalBackend, node_config: NodeConfig, on_master: Sequence[Command] = ()) -> None:
         self.local = local              # waiters, long polls and queue stats over the current storage
+        self.node_config = node_config
         self.name = node_config.self_name
         self.on_master = tuple(on_master)   # run by each new master (the configured queues)
         self._history_flush = False   # a flush of the buffered op lines is scheduled
@@ -118,6 +120,10 @@ class ClusterBackend:
 
     def status(self, digest: bool = False) -> NodeStatus:
         return self.replicated.status(digest=digest)
+
+    def health(self, role: Role) -> Health:
+        r = self.replicated
+        return from_route(self.name, r.route(), role, r.master_name(), r.unavailable_reason())
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
         return self.local.queue_stats()

@@ -61,8 +61,9 @@ The file (all keys optional)::
 Keys are checked: a misspelt key is an error, not a silently ignored setting.
 
 With [cluster], only the node that is *active* (the master of the current view, holding a quorum
-and a fresh lease) answers SQS calls; every other node answers with a retryable HTTP 503
-(ServiceUnavailable), and GET /health is 200 only on the active node.
+and a fresh lease) executes SQS calls; every other node forwards them to it, or with
+``forward = false`` answers a retryable HTTP 503 (ServiceUnavailable). GET /health is 200 on any
+node that serves clients either way, GET /health?role=master on the active master only.
 """
 
 from __future__ import annotations

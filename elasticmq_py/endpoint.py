@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import parse_qs
 
 from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMessage
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
@@ -22,9 +23,11 @@ from storage.results import ReceiveMessageResult
 
 from cluster.node_core import ForwardTo, Refuse
 
+from elasticmq_py import dashboard
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
 from elasticmq_py.backend import Backend, run
+from elasticmq_py.health import Role
 from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.addressing import base_url, region_from_headers
@@ -91,9 +94,12 @@ class Endpoint:
     # -- admin ------------------------------------------------------------------------------
 
     def _health(self, req: HttpRequest) -> HttpResponse:
-        ok = type(self.backend.route()) not in (ForwardTo, Refuse)
-        body = json.dumps({"status": "ok" if ok else "unavailable"}).encode()
-        return HttpResponse(200 if ok else 503, (("Content-Type", "application/json"),), body)
+        try:
+            role = Role.parse(parse_qs(req.query.decode("latin-1")).get("role", [None])[-1])
+        except ValueError as e:
+            return HttpResponse(400, (("Content-Type", "application/json"),), json.dumps({"error": str(e)}).encode())
+        h = self.backend.health(role)
+        return HttpResponse(h.status_code, (("Content-Type", "application/json"),), h.body())
 
     def _metrics(self, req: HttpRequest) -> HttpResponse:
         return HttpResponse(200, (("Content-Type", metrics_mod.CONTENT_TYPE),), self.metrics.render())
@@ -243,4 +249,5 @@ _ADMIN = {
     "/health": Endpoint._health,
     "/metrics": Endpoint._metrics,
     "/cluster": Endpoint._cluster,
+    **dashboard.ROUTES,
 }

@@ -23,6 +23,7 @@ tests parse, keep it stable)::
     master     n1  http://127.0.0.1:9324
     directory  /tmp/elasticmq-py-local-...
     status     elasticmq-py status --endpoint http://127.0.0.1:9324
+    dashboard  http://127.0.0.1:9324/ui   (every node serves one at /ui)
     ready: Ctrl-C stops the cluster
 
 (a follower's role reads "replica (forwards to the master)" once replication is on), then stays
@@ -54,6 +55,7 @@ from typing import Any
 
 from cluster.status import NodeStatus
 
+from elasticmq_py import loglevel
 from elasticmq_py.config import DEFAULT_PORT
 
 HOST = "127.0.0.1"
@@ -270,7 +272,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="how long to wait for the nodes to agree on a master (default 30)")
     p.add_argument("--stop-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long a node may take to stop before it is killed (default 10)")
-    p.add_argument("--log-level", default="INFO", help="the nodes' logging level (default INFO)")
+    loglevel.add_argument(p, "the nodes' logging level")
     return p
 
 
@@ -337,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"master     {master}  {by_name[master].url}",
                   f"directory  {directory}",
                   f"status     elasticmq-py status --endpoint {by_name[master].url}",
+                  f"dashboard  {by_name[master].url}/ui   (every node serves one at /ui)",
                   "ready: Ctrl-C stops the cluster"]
         print("\n".join(lines), flush=True)
 

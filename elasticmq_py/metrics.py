@@ -253,6 +253,10 @@ class Metrics:
             else:
                 c[0] += 1
 
+    def request_counts(self) -> dict[tuple[str, str], int]:
+        """SQS requests answered so far, by (action, outcome)."""
+        return {key: c[0] for key, c in list(self._requests.items())}
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 

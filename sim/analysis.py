@@ -18,7 +18,17 @@ active-master interval to the next activation: a different node is a failover, t
 lease blip); the master-change sync's duration; replication delay percentiles (from the master's
 ``replication`` lines: per connected replica, the age of its oldest unacknowledged batch); state
 transfer sizes and durations; client operation outcomes; and the failing runs, shortest history
-first (the easiest to read).
+first (the easiest to read), each with the command that replays it (a simulated seed) or the files
+it came from (history directories).
+
+Extra checks. ``check`` (``analyze --check module:function``, shipped as sim/shipped.py says) is
+called in the executors once per run as ``fn(records, policy)``: ``records`` the run's history
+as ``cluster.checker.schema`` records (``NodeEvent``, ``ClientOp``, ``NemesisEvent``,
+``DigestRecord``; every line of a history directory; for a ``sim run``, the whole history of a
+failing seed, and only the node, nemesis and digest lines of a passing one unless it ran with
+``--keep-histories``), ``policy`` the run's ack policy. It returns failure messages (an empty
+iterable: the run passes it); each one fails the run, prefixed with the check's name, as does an
+exception it raises.
 """
 
 from __future__ import annotations
@@ -28,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from cluster.checker.schema import HISTORY_SUFFIXES
+
+from sim.replay import replay_command
+from sim.shipped import ShippedCallable
 
 COUNT_COLUMNS = ("attempted", "acknowledged", "lost", "unexpected", "duplicated", "in_window", "lost_deletes",
                  "order_violations", "two_masters", "divergence")
@@ -42,6 +55,17 @@ def _history_runs(d: Path) -> list[tuple[str, str]]:
         run = rel.parts[0] if len(rel.parts) > 1 else "."
         out.append((run, f.resolve().as_uri()))
     return out
+
+
+def extra_failures(check: ShippedCallable, lines: list[str], policy: str) -> list[str]:
+    """The user's check on one run's lines (in an executor)."""
+    from cluster.checker import parse_lines
+
+    try:
+        found = [str(m) for m in (check.get()(list(parse_lines(lines)), policy) or ())]
+    except Exception as e:   # the user's code: its failure is the run's, reported, not the job's
+        found = [f"raised {type(e).__name__}: {e}"]
+    return [f"check {check.spec}: {m}" for m in found]
 
 
 def check_run(run: str, lines: list[str], policy: str) -> tuple:
@@ -67,10 +91,11 @@ RUNS_SCHEMA = ("run string, seed long, policy string, bugs array<string>, ok boo
                "ops_ok int, ops_failed int, ops_unknown int, lines int, sim_end_s double, wall_s double")
 
 
-def load(spark: Any, d: Path, policy: str = "majority") -> str:
+def load(spark: Any, d: Path, policy: str = "majority", check: ShippedCallable | None = None) -> str:
     """Register the ``runs`` and ``events`` views for ``d``; returns the source kind."""
     from pyspark.sql import functions as F
 
+    extra = None     # (run, lines) pairs for the extra check
     if (d / "runs").is_dir():
         df = spark.read.parquet(str(d / "runs"))
         df.createOrReplaceTempView("sim_runs")
@@ -83,6 +108,9 @@ def load(spark: Any, d: Path, policy: str = "majority") -> str:
               SELECT concat('seed-', seed) AS run, explode(split(node_lines, '\\n')) AS line FROM sim_runs)
             WHERE line != ''""").createOrReplaceTempView("lines")
         source = "simulator"
+        if check is not None:
+            extra = spark.sql("""SELECT concat('seed-', seed) AS run, policy, coalesce(history, node_lines) AS text
+                                 FROM sim_runs""").rdd.map(lambda r: (r["run"], r["text"].splitlines(), r["policy"]))
     else:
         pairs = _history_runs(d)
         if not pairs:
@@ -95,13 +123,56 @@ def load(spark: Any, d: Path, policy: str = "majority") -> str:
         grouped = lines.rdd.map(lambda r: (r["run"], r["line"])).groupByKey()
         checked = grouped.map(lambda kv: check_run(kv[0], list(kv[1]), policy))
         spark.createDataFrame(checked, RUNS_SCHEMA).createOrReplaceTempView("runs")
+        files.createOrReplaceTempView("run_files")
         source = "history files"
+        if check is not None:
+            extra = grouped.map(lambda kv: (kv[0], list(kv[1]), policy))
+    if extra is not None:
+        found = extra.map(lambda x: (x[0], extra_failures(check, x[1], x[2])))
+        more = F.coalesce(F.col("extra"), F.array().cast("array<string>"))
+        spark.table("runs").join(spark.createDataFrame(found, "run string, extra array<string>"), "run", "left") \
+            .withColumn("ok", F.col("ok") & (F.size(more) == 0)) \
+            .withColumn("failures", F.concat(F.col("failures"), more)).drop("extra") \
+            .createOrReplaceTempView("runs")
     spark.sql("""
         SELECT run, CAST(get_json_object(line, '$.ts') AS DOUBLE) AS ts, get_json_object(line, '$.node') AS node,
                get_json_object(line, '$.event') AS event, line
         FROM lines""").createOrReplaceTempView("events")
     spark.table("events").cache()
     return source
+
+
+def _where_from(spark: Any, d: Path, source: str, summary: dict[str, Any], failing: list[dict[str, Any]]) -> None:
+    """Each failing run's way back: the command that replays a simulated seed with its run's
+    options, or the history files a recorded run was read from (relative to ``d``)."""
+    if source == "simulator":
+        params = dict((summary.get("sim") or {}).get("params") or {})
+        for f in failing:
+            # without summary.json, the run's own row still gives its size, policy and bugs
+            p = {**params, "policy": params.get("policy", f["policy"]), "bugs": params.get("bugs", f["bugs"].split(",") if f["bugs"] else [])}
+            f["replay"] = replay_command(f["seed"], p)
+        return
+    names = [f["run"] for f in failing]
+    if not names:
+        return
+    from pyspark.sql import functions as F
+
+    paths: dict[str, list[str]] = {}
+    for r in spark.table("run_files").where(F.col("run").isin(names)).orderBy("path").collect():
+        paths.setdefault(r["run"], []).append(r["path"])
+    base = d.resolve()
+    for f in failing:
+        f["files"] = [_relative(p, base) for p in paths.get(f["run"], [])]
+
+
+def _relative(uri: str, base: Path) -> str:
+    from urllib.parse import unquote, urlparse
+
+    path = Path(unquote(urlparse(uri).path))
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
 
 
 def _rows(spark: Any, sql: str) -> list[dict[str, Any]]:
@@ -163,11 +234,12 @@ UNION ALL SELECT 'transfer', run, bytes, duration_s FROM transfers
 """
 
 
-def analyze(spark: Any, d: str | Path, policy: str = "majority") -> dict[str, Any]:
+def analyze(spark: Any, d: str | Path, policy: str = "majority",
+            check: ShippedCallable | None = None) -> dict[str, Any]:
     """Everything the report shows, as plain data (JSON-able). A handful of Spark jobs: every
     query that can share a scan does (grouping sets, one union of all timing measures)."""
     d = Path(d)
-    source = load(spark, d, policy)
+    source = load(spark, d, policy, check)
     spark.table("runs").cache()
     sums = ", ".join(f"sum({c}) AS {c}" for c in COUNT_COLUMNS)
     grouped = _rows(spark, f"""
@@ -191,6 +263,7 @@ def analyze(spark: Any, d: str | Path, policy: str = "majority") -> dict[str, An
                {", ".join(COUNT_COLUMNS)}, ops, lines, sim_end_s
         FROM runs ORDER BY ok, lines, run LIMIT 500""")
     failing = [r for r in per_run if not r["ok"]][:50]
+    _where_from(spark, d, source, summary, failing)
     spark.sql(GAPS_SQL).createOrReplaceTempView("gaps")
     spark.sql(SYNC_SQL).createOrReplaceTempView("syncs")
     spark.sql("""

@@ -2,8 +2,9 @@
 
     elasticmq-py sim run --seeds N [--first-seed S] [--nodes 3] [--policy majority] --out DIR
                          [--master local[*]|spark://...] [--duration 60] [--bug NAME] [--strict]
-    elasticmq-py sim replay SEED [--nodes 3] [--policy majority] [--out DIR]
-    elasticmq-py analyze DIR [--report report.html] [--json FILE] [--master local[*]]
+                         [--workload module:function]
+    elasticmq-py sim replay SEED [--nodes 3] [--policy majority] [--out DIR] [--workload module:function]
+    elasticmq-py analyze DIR [--report report.html] [--json FILE] [--master local[*]] [--check module:function]
 
 elasticmq_py/cli.py registers them with ``add_parsers(sub)`` and dispatches to ``COMMANDS``.
 """
@@ -53,6 +54,11 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
                         "'safe' ones that cannot take away a copy a majority needs")
     p.add_argument("--strict", action="store_true",
                    help="also fail on in-window duplicates and lost deletes (checker strict mode)")
+    p.add_argument("--workload", metavar="MODULE:FUNCTION",
+                   help="your own workload: a factory taking the scenario and returning an object with "
+                        "queues() and draw(client), as sim/workload.py describes (module:function or "
+                        "path/to/file.py:function; shipped to the executors with cloudpickle). "
+                        "Default: the simulator's own, sim.workload:standard")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +67,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                    "membership code over a simulated network and clock, one seed per run.")
     ss = s.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
     r = ss.add_parser("run", help="simulate many seeds on Spark; write Parquet",
-                      description="Simulate seeds FIRST..FIRST+N-1, one Spark task each; write DIR/runs "
-                                  "(Parquet: verdicts, failures, scenarios, histories of failing runs) and "
-                                  "DIR/summary.json. Exit status 1 when a seed failed.")
+                      description="Simulate seeds FIRST..FIRST+N-1 on Spark (--seeds-per-task seeds per "
+                                  "task); write DIR/runs (Parquet: verdicts, failures, scenarios, histories "
+                                  "of failing runs) and DIR/summary.json. Exit status 1 when a seed failed; "
+                                  "the replay command of the first failing seed is printed.")
     r.add_argument("--seeds", type=int, required=True, help="how many seeds")
     r.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     r.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -76,19 +83,27 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = ss.add_parser("replay", help="simulate one seed here; write its history as JSON lines",
                       description="Run one seed in this process (no Spark), print the checker's summary, and "
                                   "with --out write the history one file per node, client and the nemesis, "
-                                  "as cluster/HISTORY.md describes (readable by cluster.checker.check_dir and analyze).")
-    p.add_argument("seed", type=int)
+                                  "as cluster/HISTORY.md describes (readable by cluster.checker.check_dir and analyze). "
+                                  "Give the options the seed ran with (sim run prints the command, and so "
+                                  "does the report). Exit status 1 when the seed fails.")
+    p.add_argument("seed", type=int, help="the seed to run")
     p.add_argument("--out", metavar="DIR", help="write the history files here")
     _scenario_args(p)
     a = sub.add_parser("analyze", help="analyse cluster histories with Spark SQL; write an HTML report",
                        description="DIR is a 'sim run' output directory, or a directory of history JSON-lines "
                                    "files (one run per subdirectory, or DIR itself is one run): the chaos "
-                                   "tests' or real nodes' history logs.")
-    a.add_argument("dir", metavar="DIR")
+                                   "tests' or real nodes' history logs. Prints the failing runs and writes "
+                                   "the report; exits 0 whatever the runs' verdicts (2 when DIR is missing).")
+    a.add_argument("dir", metavar="DIR", help="the directory to analyse")
     a.add_argument("--report", metavar="FILE", help="write the HTML report here (default DIR/report.html)")
     a.add_argument("--json", metavar="FILE", help="also write the analysis as JSON")
     a.add_argument("--policy", choices=POLICIES, default="majority",
-                   help="the ack policy history directories were run with (default majority)")
+                   help="the ack policy history directories were run with (default majority); a sim run's "
+                        "own policies are used for its seeds")
+    a.add_argument("--check", metavar="MODULE:FUNCTION",
+                   help="an extra check over each run's history: a function taking (records, policy) and "
+                        "returning failure messages (module:function or path/to/file.py:function; shipped "
+                        "to the executors with cloudpickle; see sim/README.md)")
     a.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     a.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark setting (repeatable)")
 
@@ -102,19 +117,33 @@ def run_sim(args: argparse.Namespace) -> int:
     return 2
 
 
+def _shipped(spec: str | None) -> Any:
+    """The user's callable named on the command line, ready for the executors (None: none)."""
+    from sim.shipped import LoadError, ShippedCallable
+
+    if spec is None:
+        return None
+    try:
+        return ShippedCallable.of(spec)
+    except LoadError as e:
+        raise SystemExit(f"elasticmq-py: {e}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
+    from sim.replay import replay_command
     from sim.spark import run_seeds
 
     if args.seeds < 1:
         print("--seeds must be at least 1", file=sys.stderr)
         return 2
+    workload = _shipped(args.workload)
     spark, owned = _spark(args.master, "elasticmq-py-sim", _conf(args.conf))
     try:
         summary = run_seeds(spark, range(args.first_seed, args.first_seed + args.seeds), args.out,
                             nodes=args.nodes, policy=None if args.policy == "random" else args.policy,
                             duration=args.duration, bugs=tuple(args.bug), strict=args.strict,
                             keep_histories=args.keep_histories, seeds_per_task=args.seeds_per_task,
-                            progress=not args.no_progress, crash_policy=args.crash_policy)
+                            progress=not args.no_progress, crash_policy=args.crash_policy, workload=workload)
     finally:
         if owned:
             spark.stop()
@@ -124,12 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     for f in summary.get("failing_detail", [])[:10]:
         print(f"  seed {f['seed']} ({f['lines']} history lines): {'; '.join(f['failures'])}")
     if failing:
-        print(f"replay one with: elasticmq-py sim replay {failing[0]} --out DIR"
-              + "".join(f" --bug {b}" for b in args.bug)
-              + ("" if args.nodes == 3 else f" --nodes {args.nodes or 'random'}")
-              + ("" if args.policy == "majority" else f" --policy {args.policy}")
-              + ("" if args.duration == 60.0 else f" --duration {args.duration:g}")
-              + ("" if args.crash_policy == "any" else f" --crash-policy {args.crash_policy}"))
+        print(f"replay one with: {replay_command(failing[0], summary['params'])}")
     print(f"results: {Path(args.out) / 'runs'} (Parquet), {Path(args.out) / 'summary.json'}")
     return 1 if failing else 0
 
@@ -162,9 +186,10 @@ def _replay(args: argparse.Namespace) -> int:
     from sim.scenario import generate
     from sim.world import simulate
 
+    workload = _shipped(args.workload)
     sc = generate(args.seed, nodes=args.nodes, policy=None if args.policy == "random" else args.policy,
                   duration=args.duration, bugs=tuple(args.bug), crash_policy=args.crash_policy)
-    r = simulate(sc, strict=args.strict)
+    r = simulate(sc, strict=args.strict, workload=workload.get() if workload is not None else None)
     print(f"seed {sc.seed}: {sc.nodes} nodes, policy {sc.policy}, {len(sc.faults)} faults, "
           f"{r.stats['ops']} client operations, {r.stats['lines']} history lines")
     print(r.verdict.summary(sc.policy))
@@ -201,9 +226,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     if not d.exists():
         print(f"{d}: no such directory", file=sys.stderr)
         return 2
+    check = _shipped(args.check)
     spark, owned = _spark(args.master, "elasticmq-py-analyze", _conf(args.conf))
     try:
-        result = analyze(spark, d, policy=args.policy)
+        result = analyze(spark, d, policy=args.policy, check=check)
     finally:
         if owned:
             spark.stop()
@@ -215,6 +241,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     print(f"{s['runs']} runs ({s['source']}): {s['passed']} passed, {s['failed']} failed")
     for f in result["failing"][:10]:
         print(f"  {f['run']} ({f['lines']} lines): {'; '.join(f['failures'])}")
+        if f.get("replay"):
+            print(f"    replay: {f['replay']}")
+        if f.get("files"):
+            print(f"    files: {', '.join(f['files'])}")
     print(f"report: {report}")
     return 0
 

@@ -1,5 +1,6 @@
 """Simulated SQS clients: each one issues operations one at a time and records every attempt as
-a ``client_op`` line (cluster/HISTORY.md), with the outcome a real client would conclude.
+a ``client_op`` line (cluster/HISTORY.md), with the outcome a real client would conclude. What
+the operations are is the run's workload (sim/workload.py: ours, or a user's).
 
 * ok: the node answered success (it executed the operation and its ack policy was met);
 * failed: the node answered that it did not execute it (ServiceUnavailable from a node that is
@@ -23,18 +24,15 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from storage.commands import (ChangeMessageVisibility, DeleteMessage, Namespace, QueueKey, ReceiveMessage,
-                              SendMessage)
+from storage.commands import ChangeMessageVisibility, DeleteMessage, QueueKey, ReceiveMessage, SendMessage
 
 from cluster.checker.schema import ClientOp, ReceivedMessage
+
+from sim.workload import KINDS, NS, QUEUE_VISIBILITY_S, Workload
 
 if TYPE_CHECKING:
     from sim.world import World
 
-NS = Namespace()
-STD = "sim-std"
-FIFO = "sim-ordered.fifo"
-QUEUE_VISIBILITY_S = 5          # the queues' default VisibilityTimeout
 TIMEOUT_US = 2_000_000          # a client gives up on an answer after 2 s
 DRAIN_VISIBILITY_S = 30
 CONSUME = 0.8                   # share of received messages a client deletes right away
@@ -71,9 +69,8 @@ class Client:
     world: "World"
     name: str
     rng: random.Random
-    mix: dict[str, float]
+    workload: Workload | None       # None: the setup and drain clients, which choose their own
     think_us: float
-    groups: int
     phase: str | None = None
     target: int = 0
     ops: int = 0
@@ -90,24 +87,15 @@ class Client:
     # --- choosing the next operation -------------------------------------------------------------
 
     def _draw(self) -> tuple[str, dict[str, Any]]:
-        kinds = sorted(self.mix)
-        kind = self.rng.choices(kinds, [self.mix[k] for k in kinds])[0]
         now = self.world.now
         self.held = [h for h in self.held if now - h.until_us < 5_000_000]
-        if kind in ("delete", "change_visibility") and not self.held:
-            kind = "receive" if self.rng.random() < 0.5 else "receive_fifo"
+        kind, params = self.workload.draw(self)
+        if kind not in KINDS or not isinstance(params, dict):
+            raise ValueError(f"the workload drew {kind!r}, {params!r}: the kinds are {', '.join(KINDS)} "
+                             "with a dict of parameters (sim/workload.py)")
         if kind == "send":
-            return "send", {"queue": STD, "token": self._token()}
-        if kind == "send_fifo":
-            return "send", {"queue": FIFO, "token": self._token(), "group": f"g{self.rng.randrange(self.groups)}"}
-        if kind in ("receive", "receive_fifo"):
-            return "receive", {"queue": FIFO if kind == "receive_fifo" else STD,
-                               "max": self.rng.choice((1, 1, 2, 5, 10)),
-                               "vt": self.rng.choice((None, None, 1, 2, 10))}
-        h = self.held.pop(0) if self.rng.random() < 0.7 else self.held.pop(self.rng.randrange(len(self.held)))
-        if kind == "delete":
-            return "delete", {"held": h}
-        return "change_visibility", {"held": h, "vt": self.rng.choice((0, 1, 3, 10))}
+            params = {**params, "token": self._token()}
+        return kind, params
 
     def _token(self) -> str:
         self.tokens += 1
@@ -224,7 +212,7 @@ class SetupClient(Client):
     like everything else), retrying until the cluster answers; then starts the workload."""
 
     def __init__(self, world: "World", rng: random.Random, commands: list[Any]) -> None:
-        super().__init__(world, "setup", rng, {}, 1.0, 1, phase="setup", recorded=False)
+        super().__init__(world, "setup", rng, None, 1.0, phase="setup", recorded=False)
         self.commands = list(commands)
 
     def _next(self, logical: tuple[str, dict[str, Any], int] | None) -> None:
@@ -251,8 +239,9 @@ class SetupClient(Client):
 class DrainClient(Client):
     """Receives and deletes until the cluster holds no message (the world tells it when)."""
 
-    def __init__(self, world: "World", rng: random.Random) -> None:
-        super().__init__(world, "drain", rng, {}, 1.0, 1, phase="drain")
+    def __init__(self, world: "World", rng: random.Random, queues: list[str]) -> None:
+        super().__init__(world, "drain", rng, None, 1.0, phase="drain")
+        self.queues = queues
         self.queue_i = 0
         self.empty_rounds = 0
 
@@ -266,7 +255,7 @@ class DrainClient(Client):
                     self.idle = True
                     w.drain_done()
                     return
-                q = (STD, FIFO)[self.queue_i % 2]
+                q = self.queues[self.queue_i % len(self.queues)]
                 self.queue_i += 1
                 logical = ("receive", {"queue": q, "max": 10, "vt": DRAIN_VISIBILITY_S}, 1)
         self._issue(*logical)

@@ -37,8 +37,8 @@ from storage import IdSource, SqsError, Storage
 from cluster.checker.schema import NodeEvent
 from cluster.config import Timing
 from cluster.election import (
-    APPEND, OTHER, VOTE_REQUEST, Deliver, ElectionCore, Fence, LeaseAck, LeaseAcked, PreVote, PreVoteReply,
-    RaftState, Send as RaftSend, Stand,
+    APPEND, OTHER, VOTE_REQUEST, Deliver, ElectionCore, Fence, LeaderContact, LeaseAck, LeaseAcked, PreVote,
+    PreVoteReply, RaftState, Send as RaftSend, Stand,
 )
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.membership import ProposeView, RaftSample, Record, View, accept_view
@@ -194,6 +194,8 @@ class SimNode:
                 self.raft.start_election(w.now_s)
             elif t is LeaseAcked:
                 self._post(True, self._loop_lease_ack, a.peer, a.term, a.stamp)
+            elif t is LeaderContact:
+                self._post(True, self._loop_contact, a.leader, a.at)
             elif t is Fence:
                 r = self.raft
                 self._last_sample = (r.term, r.role, r.leader)
@@ -221,6 +223,9 @@ class SimNode:
 
     def _loop_lease_ack(self, peer: str, term: int, stamp: float) -> None:
         self._act(self.core.lease_acked(peer, term, stamp, self.world.now_s))
+
+    def _loop_contact(self, leader: str, at: float) -> None:
+        self._act(self.core.leader_contact(leader, at))
 
     def _loop_fence(self, term: int) -> None:
         self._act(self.core.fence(term, self.world.now_s))

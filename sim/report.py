@@ -170,6 +170,26 @@ def _table(rows: Iterable[dict[str, Any]], cols: list[tuple[str, str]], limit: i
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 
+def _failing_table(failing: list[dict[str, Any]]) -> str:
+    """The failing runs, each with its way back: the command that replays a simulated seed with
+    its run's options, or the history files a recorded run came from."""
+    if not failing:
+        return '<p class="note">none</p>'
+    rows = []
+    for f in failing:
+        if f.get("replay"):
+            back = f'<code class="cmd">{html.escape(f["replay"])}</code>'
+        else:
+            back = "<br>".join(f"<code>{html.escape(p)}</code>" for p in f.get("files") or ()) or "-"
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (f["run"], f.get("bugs") or "")) +
+                    f'<td class="bad">{html.escape("; ".join(f["failures"]))}</td>' +
+                    "".join(f"<td>{html.escape(str(v))}</td>" for v in (f.get("lines"), f.get("ops"))) +
+                    f"<td>{back}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("run", "planted bugs", "failures", "history lines", "ops",
+                                              "replay it / where it came from"))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
 def _pct(p: Any, scale: float = 1.0, unit: str = "") -> str:
     if not p:
         return "-"
@@ -190,6 +210,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
 th { background: #f5f5f5; } td.bad { color: #c0392b; }
 .note { color: #666; font-size: 0.9em; }
+code.cmd { white-space: pre-wrap; user-select: all; }
 """
 
 
@@ -237,8 +258,9 @@ violations, two active masters, divergent digests (and, in strict mode, in-windo
 {params}
 <div class="cards">{card_html}</div>
 <h2>Failing runs, shortest history first</h2>
-{_table(a["failing"], [("run", "run"), ("bugs", "planted bugs"), ("failures", "failures"), ("lines", "history lines"), ("ops", "ops"), ("sim_end_s", "simulated s")], 50)}
-<p class="note">Replay a simulated one with <code>elasticmq-py sim replay SEED --out DIR</code> (plus the run's options).</p>
+{_failing_table(a["failing"])}
+<p class="note">A simulated seed's command reruns it here, with the run's options, and writes its history to
+the <code>--out</code> directory (readable by <code>analyze</code>).</p>
 <h2>Plots</h2>
 <div class="plots">
 <img alt="runs by policy" src="{plot_outcomes(a)}">

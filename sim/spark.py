@@ -4,7 +4,8 @@
     summary = run_seeds(spark, range(1000), out="runs-2026", nodes=3, policy="majority")
 
 Each task generates its seed's scenario, simulates it and checks the history in the executor
-(the project is installed in the executors' python: nothing is shipped but the seed), and
+(the project is installed in the executors' python: nothing is shipped but the seed and, for a
+user's workload, its factory as cloudpickle bytes: sim/shipped.py), and
 returns one row: the verdict's counts, the failures, the scenario, the run's node/nemesis/digest
 lines (small: what the analysis measures), and, for failing runs (or all, with
 ``keep_histories``), the whole history as JSON lines. ``DIR/runs/`` is that table in Parquet;
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from sim.scenario import generate
+from sim.shipped import ShippedCallable
 from sim.world import simulate
 
 LOCAL_DEFAULTS = {
@@ -112,13 +114,13 @@ def op_outcomes(v: Any) -> dict[str, int]:
     return ops
 
 
-def run_one(seed: int, params: dict[str, Any]) -> tuple:
+def run_one(seed: int, params: dict[str, Any], workload: ShippedCallable | None = None) -> tuple:
     t0 = time.perf_counter()
     c0 = time.process_time()
     sc = generate(seed, nodes=params.get("nodes", 3), policy=params.get("policy", "majority"),
                   duration=params.get("duration", 60.0), bugs=tuple(params.get("bugs", ())),
                   crash_policy=params.get("crash_policy", "any"))
-    r = simulate(sc, strict=params.get("strict", False))
+    r = simulate(sc, strict=params.get("strict", False), workload=workload.get() if workload is not None else None)
     v = r.verdict
     t = v.totals
     node_lines = "".join(line + "\n" for line in r.history.splitlines() if '"event":"client_op"' not in line)
@@ -170,21 +172,23 @@ class Progress:
 def run_seeds(spark: Any, seeds: Iterable[int], out: str | os.PathLike[str] | None = None, *,
               nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
               bugs: tuple[str, ...] = (), strict: bool = False, keep_histories: bool = False,
-              crash_policy: str = "any",
+              crash_policy: str = "any", workload: ShippedCallable | None = None,
               seeds_per_task: int = 1, progress: bool = True, stream: TextIO | None = None) -> dict[str, Any]:
     """Simulate every seed on Spark; write ``out/runs`` (Parquet) and ``out/summary.json`` when
-    ``out`` is given. Returns the summary; ``summary["rows"]`` holds the rows when ``out`` is None."""
+    ``out`` is given. Returns the summary; ``summary["rows"]`` holds the rows when ``out`` is None.
+    ``workload``: a user's workload factory (sim/workload.py), else ours."""
     from pyspark import InheritableThread
 
     seeds = list(seeds)
     params = {"nodes": nodes, "policy": policy, "duration": duration, "bugs": list(bugs), "strict": strict,
-              "keep_histories": keep_histories, "crash_policy": crash_policy}
+              "keep_histories": keep_histories, "crash_policy": crash_policy,
+              "workload": workload.spec if workload is not None else None}
     sc = spark.sparkContext
     failing = sc.accumulator(0)
     done = sc.accumulator(0)
 
     def task(seed: int) -> tuple:
-        row = run_one(seed, params)
+        row = run_one(seed, params, workload)
         done.add(1)
         if not row[5]:     # ok
             failing.add(1)

@@ -24,19 +24,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from storage.commands import CreateQueue
-
 from cluster.checker import check, parse_lines, to_line
 from cluster.checker.schema import DigestRecord, History, NemesisEvent, NodeEvent, Record
 from cluster.config import Timing
 from cluster.replication.core import REPLICA
 from cluster.replication.messages import AckPolicy
 
-from sim.clients import FIFO, NS, QUEUE_VISIBILITY_S, STD, TIMEOUT_US, Client, DrainClient, Request, SetupClient
+from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.net import RAFT, STREAM, Network
 from sim.node import SimNode
 from sim.raft import Durable
 from sim.scenario import Fault, Scenario
+from sim.workload import Workload, workload_for
 
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
 DRAIN_MAX_US = 60_000_000         # the drain gives up after this long
@@ -69,8 +68,10 @@ class SimResult:
 
 
 class World:
-    def __init__(self, scenario: Scenario, timing: Timing | None = None):
+    def __init__(self, scenario: Scenario, timing: Timing | None = None,
+                 workload: Callable[[Scenario], Workload] | None = None):
         self.sc = scenario
+        self.workload = workload_for(scenario, workload)
         self.timing = timing or Timing()
         self.names = scenario.names()
         self.now = 0
@@ -125,10 +126,7 @@ class World:
         sc = self.sc
         for n in self.names:
             self.at(self.rng_nodes.randrange(100_000), self._start_node, n)
-        setup = SetupClient(self, random.Random(f"setup:{sc.seed}"), [
-            CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}),
-            CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)}),
-        ])
+        setup = SetupClient(self, random.Random(f"setup:{sc.seed}"), list(self.workload.queues()))
         setup.start(300_000)
         for f in sc.faults:
             self.at(int(f.at * 1e6), self._fault, f)
@@ -170,8 +168,7 @@ class World:
     def setup_done(self) -> None:
         sc = self.sc
         for i in range(sc.clients):
-            c = Client(self, f"c{i + 1}", random.Random(f"client:{sc.seed}:{i}"), sc.mix, sc.think_ms * 1000,
-                       sc.fifo_groups)
+            c = Client(self, f"c{i + 1}", random.Random(f"client:{sc.seed}:{i}"), self.workload, sc.think_ms * 1000)
             self.clients.append(c)
             c.start(self.rng_clients.randrange(50_000))
         if self.stopping:
@@ -208,7 +205,7 @@ class World:
         if self.drain_started_us is not None or not self.clients or not all(c.idle for c in self.clients):
             return
         self.drain_started_us = self.now
-        d = DrainClient(self, random.Random(f"drain:{self.sc.seed}"))
+        d = DrainClient(self, random.Random(f"drain:{self.sc.seed}"), [q.name for q in self.workload.queues()])
         self.drain = d
         d.start(10_000)
 
@@ -478,10 +475,11 @@ def _deliver_request(node: SimNode, req: Request) -> None:
     node.request(req)
 
 
-def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None = None) -> SimResult:
-    """Run one scenario and check its history."""
+def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None = None,
+             workload: Callable[[Scenario], Workload] | None = None) -> SimResult:
+    """Run one scenario and check its history (``workload``: a factory, sim/workload.py)."""
     t0 = time.perf_counter()
-    w = World(scenario, timing)
+    w = World(scenario, timing, workload)
     w.run()
     sim_wall = time.perf_counter() - t0
     lines = [to_line(r) for r in w.records]

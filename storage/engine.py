@@ -230,6 +230,15 @@ class Storage:
         now = self.clock.now_ms()
         return {q.key: q.stats(now) for q in self._queues.values()}
 
+    def dead_letter_targets(self) -> dict[QueueKey, QueueKey]:
+        """Each queue that has a redrive policy -> its dead-letter queue (which may not exist)."""
+        out = {}
+        for q in self._queues.values():
+            target = _parse_arn(q.config.redrive.dlq_arn) if q.config.redrive is not None else None
+            if target is not None:
+                out[q.key] = target
+        return out
+
     def queue_count(self) -> int:
         return len(self._queues)
 

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import sys
 
+from elasticmq_py import loglevel
 from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy.proxy import DEFAULT_BUFFER_SIZE
 
@@ -29,7 +30,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {DEFAULT_BUFFER_SIZE})")
     p.add_argument("--print-port", action="store_true",
                    help="print the bound API port on stdout once listening (for --port 0)")
-    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    loglevel.add_argument(p)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from elasticmq_py.toxiproxy.api import ApiError
     from elasticmq_py.toxiproxy.server import ToxiproxyServer
 
-    logging.basicConfig(level=str(args.log_level).upper(),
+    logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = ToxiproxyServer(args.host, args.port, config=args.config, seed=args.seed,
                              buffer_size=args.buffer_size)

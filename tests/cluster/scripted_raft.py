@@ -142,6 +142,8 @@ class Nodes:
             for a in ackers:
                 if explicit or self.rafts[a].running:
                     self.rafts[leader].events.lease_acked(a, term, now, now)
+                    if self.rafts[a].running:
+                        self.rafts[a].events.leader_contact(leader, now)
             await asyncio.sleep(0.03)
 
     def commit(self, view: Any) -> None:

@@ -87,14 +87,19 @@ class ServerCluster(Cluster):
         time.sleep(0.5)
         return False
 
-    def health(self, name: str, timeout: float = 2.0) -> int | None:
+    def health(self, name: str, role: str | None = None, timeout: float = 2.0) -> int | None:
+        return self.health_doc(name, role, timeout)[0]
+
+    def health_doc(self, name: str, role: str | None = None, timeout: float = 2.0) -> tuple[int | None, dict]:
+        """GET /health (``role``: its role parameter): the status code and the JSON body."""
+        path = "/health" + (f"?role={role}" if role is not None else "")
         try:
-            with urllib.request.urlopen(self.url(name) + "/health", timeout=timeout) as r:
-                return r.status
+            with urllib.request.urlopen(self.url(name) + path, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
-            return e.code
+            return e.code, json.loads(e.read() or b"{}")
         except OSError:
-            return None
+            return None, {}
 
     def sqs(self, name: str, **config: Any):
         import boto3

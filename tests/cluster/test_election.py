@@ -10,7 +10,7 @@ import random
 from cluster.config import Timing
 from cluster.election import (
     APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, Deliver, ElectionCore, Fence, LeaseAck,
-    LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
+    LeaderContact, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
 )
 
 T = Timing()
@@ -189,8 +189,12 @@ def test_timeout_now_from_the_leader_stands_at_once():
 def test_an_accepted_append_is_acked_with_its_stamp_and_contact_recorded():
     e = core()
     state = follower(term=3, leader="b")
-    assert e.appended("b", 3, 4.5, 5.0, state) == [Send("b", LeaseAck(3, 4.5))]
+    assert e.appended("b", 3, 4.5, 5.0, state) == [Send("b", LeaseAck(3, 4.5)), LeaderContact("b", 5.0)]
     assert e.guard.last_contact == 5.0
+    # the loop hears of the contact at most once a heartbeat period
+    assert e.appended("b", 3, 4.51, 5.01, state) == [Send("b", LeaseAck(3, 4.51))]
+    later = 5.0 + T.heartbeat + 1e-6
+    assert of(e.appended("b", 3, 4.6, later, state), LeaderContact) == [LeaderContact("b", later)]
     assert e.appended("c", 3, 4.6, 5.1, state) == [], "not from our leader: not accepted"
     assert e.appended("b", 2, 4.6, 5.1, state) == [], "another term: not accepted"
     assert e.guard.last_contact == 5.0

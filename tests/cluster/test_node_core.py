@@ -100,8 +100,10 @@ class Cores:
         self.ack(leader, term, ackers)
 
     def ack(self, leader: str, term: int, ackers: tuple[str, ...] | None = None) -> None:
+        """Followers accept the leader's heartbeat: contact on their side, a lease ack on its."""
         for p in (ackers if ackers is not None else [n for n in self.cores if n not in self.down]):
             if p != leader:
+                self.handle(p, self.cores[p].leader_contact(leader, self.now))
                 self.handle(leader, self.cores[leader].lease_acked(p, term, self.now, self.now))
 
     def serving(self, leader: str = "n1", term: int = 1) -> None:
@@ -138,6 +140,43 @@ def test_only_the_active_master_answers_and_the_others_forward_or_refuse():
     c2 = Cores(forward=False)
     c2.serving("n1")
     assert type(c2.cores["n2"].route(c2.now)) is Refuse
+
+
+def test_each_kind_of_member_routes_as_it_should():
+    c = Cores()
+    assert c.cores["n2"].route(c.now) == Refuse("Node n2 has not joined a view of the cluster yet.")
+    c.serving("n1")
+    rep = c.cores["n2"]
+    assert rep.route(c.now) == ForwardTo("n1")
+    # the master stops leading n2 (its heartbeats stop reaching n2's Raft, or it lost its majority)
+    c.now += TIMING.election_min + TIMING.heartbeat
+    r = rep.route(c.now)
+    assert type(r) is Refuse and "has not heard from the master n1 as Raft leader" in r.reason
+    c.ack("n1", 1)
+    assert rep.route(c.now) == ForwardTo("n1")
+    # the stream to the master goes down: nothing to forward over
+    c.down.add("n1")
+    c.tick(0.1, rounds=12)
+    r = rep.route(c.now)
+    assert type(r) is Refuse and "cannot reach the master n1" in r.reason
+    # forwarding off: the reason, and why
+    off = Cores(forward=False)
+    off.serving("n1")
+    r = off.cores["n2"].route(off.now)
+    assert type(r) is Refuse and r.reason.startswith("Node n2 is not the master (the master is n1).")
+    assert r.reason.endswith("Forwarding is off (forward = false).")
+
+
+def test_a_new_master_refuses_while_it_synchronises():
+    c = Cores()
+    c.tick(rounds=6)
+    c.down |= {"n2", "n3"}                # nobody answers its sync
+    c.lead("n1", 1, ackers=())
+    c.handle("n1", c.cores["n1"].lease_acked("n2", 1, c.now, c.now))
+    c.handle("n1", c.cores["n1"].lease_acked("n3", 1, c.now, c.now))
+    c.tick(0.05, rounds=3)
+    r = c.cores["n1"].route(c.now)
+    assert type(r) is Refuse, r
 
 
 def test_a_master_whose_lease_ran_out_refuses_at_once_without_any_event():

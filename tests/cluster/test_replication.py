@@ -277,3 +277,7 @@ def test_forwarding_off_refuses_on_replicas_with_a_retryable_503(make_cluster):
         assert err["ResponseMetadata"]["HTTPStatusCode"] == 503
         assert err["ResponseMetadata"]["RetryAttempts"] == 1, "botocore classifies it as retryable"
         assert f"the master is {master}" in err["Error"]["Message"]
+    # /health says so too, so that a load balancer leaves such a member out
+    code, doc = c.health_doc(other)
+    assert code == 503 and "Forwarding is off" in doc["reason"] and f"the master is {master}" in doc["reason"], doc
+    assert c.health(master) == 200

@@ -1,8 +1,10 @@
 """The product as a cluster: `elasticmq-py serve --config` processes with a [cluster] section.
 
 The active master executes SQS calls and every other member forwards to it (with forwarding off
-they answer a retryable 503, tests/cluster/test_replication.py); /health follows activity; kill -9, SIGSTOP, step-down and runtime membership changes move the
-master; the CLI shows and steers it. The fixture also checks every node's history: identical view
+they answer a retryable 503, tests/cluster/test_replication.py); /health?role=master follows
+activity, and plain /health is 200 wherever a client is served (on the master, and on every member
+that forwards to it); kill -9, SIGSTOP, step-down and runtime membership changes move the master;
+the CLI shows and steers it. The fixture also checks every node's history: identical view
 sequences, never two active masters."""
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ THREE = ["n1", "n2", "n3"]
 
 
 def _health_is(c: ServerCluster, active: str, names: list[str]):
+    """/health?role=master is 200 on the active master only; /health on every named member."""
     def pred() -> bool:
-        return all(c.health(n) == (200 if n == active else 503) for n in names)
+        return (all(c.health(n, "master") == (200 if n == active else 503) for n in names)
+                and all(c.health(n) == 200 for n in names))
     return pred
 
 
@@ -40,8 +44,14 @@ def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
     c = make_cluster(THREE, cls=ServerCluster)
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
-    c.wait_for("/health is 200 on the master only", _health_is(c, master, THREE), 5)
+    c.wait_for("/health?role=master is 200 on the master only", _health_is(c, master, THREE), 5)
     others = [n for n in THREE if n != master]
+    code, doc = c.health_doc(others[0])
+    assert (code, doc["serves"], doc["master"]) == (200, "forwarding", master), doc
+    code, doc = c.health_doc(others[0], "master")
+    assert code == 503 and doc["serves"] == "no" and f"the master is {master}" in doc["reason"], doc
+    assert c.health_doc(master)[1]["serves"] == "itself"
+    assert c.health(master, "bogus") == 400
 
     # The active master serves SQS.
     sqs = c.sqs(master)
@@ -99,6 +109,16 @@ def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
     fresh = c.sqs(third)
     fresh.create_queue(QueueName="after-failover")
 
+    # The last member alone has no master to serve or forward to: 503, and it says why.
+    c.kill(third)
+    last = next(n for n in rest if n != third)
+
+    def last_unhealthy() -> bool:
+        code, doc = c.health_doc(last)
+        return code == 503 and doc["serves"] == "no" and doc["reason"]
+    c.wait_for("/health 503 on a member without a reachable master", last_unhealthy, 5)
+    assert c.health(last, "master") == 503
+
 
 def _secret_file(c: ServerCluster) -> str:
     path = c.tmp / "secret.txt"
@@ -121,7 +141,7 @@ def test_members_add_and_remove_through_the_cli(make_cluster):
     m = c.wait_for("a view with n4", c.stable_master(members={"n1", "n2", "n3", "n4"}), 15)
     assert c.status(m)["configured"] == ["n1", "n2", "n3", "n4"]
     assert c.status("n4")["view"]["members"] == ["n1", "n2", "n3", "n4"]
-    assert c.health("n4") == (200 if m == "n4" else 503)
+    assert c.health("n4", "master") == (200 if m == "n4" else 503)
     # every member learnt n4's stream address with the configuration change: n4 gets the data
     sqs = c.sqs(m)
     url = sqs.create_queue(QueueName="after-n4")["QueueUrl"]
@@ -152,9 +172,10 @@ def test_five_servers_kill_and_sigstop(make_cluster):
     time.sleep(max(0.0, c.timing.leader_fallback + 0.2 - (time.time() - stopped_at)))
     c.sigcont(second)
     # resumed, the old master is inactive and answers 503 from its first request on
-    assert c.health(second) == 503
+    assert c.health(second, "master") == 503
     c.wait_for("the old master rejoins as a replica", c.stable_master(among=four, members=set(four)), 10)
-    assert c.health(second) == 503 and c.status(second)["active"] is False
+    assert c.health(second, "master") == 503 and c.status(second)["active"] is False
+    c.wait_for("the old master serves its clients by forwarding", lambda: c.health(second) == 200, 5)
     deact = [e["ts"] for e in c.history(second) if e["event"] == "deactivated" and e["ts"] >= stopped_at - 1]
     act = [e["ts"] for e in c.history(third) if e["event"] == "activated" and e["ts"] > stopped_at]
     assert deact and act and deact[0] < act[0], (deact, act)

@@ -106,6 +106,9 @@ def test_three_nodes_start_serve_and_stop_on_ctrl_c(tmp_path):
         assert [n for n, (_, _, role) in nodes.items() if role == "master"] == [master]
         assert f"status     elasticmq-py status --endpoint {master_url}" in out
         assert f"directory  {tmp_path}" in out
+        assert any(line.startswith(f"dashboard  {master_url}/ui ") for line in out), out
+        with urllib.request.urlopen(master_url + "/ui") as r:
+            assert r.status == 200 and b"/ui/static/dashboard.js" in r.read()
 
         # Every node answers GET /cluster and names the same master as the command did.
         for name, (url, _, _) in nodes.items():
@@ -165,14 +168,23 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_node_dying_at_start_up_fails_the_command_with_its_log(tmp_path):
-    # An unknown log level makes every node exit at once, before it binds anything.
+    # A file where each node's state-dir should be: every node exits at start, binding nothing.
+    for n in ("n1", "n2", "n3"):
+        (tmp_path / f"{n}.state").write_text("not a directory\n")
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", "local-cluster", "--http-port", "0",
+                        "--dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert "exited with code 1 during start-up" in p.stderr and "File exists" in p.stderr, p.stderr
+    assert "ready:" not in p.stdout
+    assert _processes_using(tmp_path) == []
+
+
+def test_a_misspelt_log_level_is_a_usage_error_before_anything_starts(tmp_path):
     p = subprocess.run([sys.executable, "-m", "elasticmq_py", "local-cluster", "--http-port", "0",
                         "--dir", str(tmp_path), "--log-level", "NOSUCHLEVEL"],
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1
-    assert "exited with code 1 during start-up" in p.stderr and "NOSUCHLEVEL" in p.stderr, p.stderr
-    assert "ready:" not in p.stdout
-    assert _processes_using(tmp_path) == []
+    assert p.returncode == 2 and "invalid choice: 'NOSUCHLEVEL'" in p.stderr, p.stderr
+    assert not list(tmp_path.iterdir()), "nothing was started or written"
 
 
 def test_port_plan():

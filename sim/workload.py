@@ -1,0 +1,94 @@
+"""What the simulated clients do: the workload interface, our own workload, and loading a user's.
+
+A *workload factory* is a callable ``factory(scenario) -> Workload``, called once per simulated
+run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
+
+* ``queues() -> list[CreateQueue]``: the queues a setup client creates through the cluster
+  before any client starts; the drain empties them after the faults.
+* ``draw(client) -> (kind, params)``: a client's next operation, one of
+
+  ====================  =====================================================================
+  ``"send"``            ``{"queue": name}``, plus ``"group": id`` on a FIFO queue (the client
+                        adds the token that identifies the message, and on FIFO queues uses it
+                        as the deduplication id)
+  ``"receive"``         ``{"queue": name, "max": 1..10, "vt": seconds or None}`` (None: the
+                        queue's visibility timeout)
+  ``"delete"``          ``{"held": h}``: ``h`` one of ``client.held``, removed from it
+  ``"change_visibility"`` ``{"held": h, "vt": seconds}``
+  ====================  =====================================================================
+
+  ``client`` is the ``sim.clients.Client`` asking: draw randomness only from ``client.rng``
+  (seeded from the run's seed, so a seed replays), read ``client.held`` (the receipts it keeps:
+  queue, receipt, message_id, token, until_us), ``client.name`` and ``client.world.now`` (µs).
+
+``standard`` (``sim.workload:standard``) is the simulator's own workload. A user's factory
+(``sim run --workload module:function``) reaches the executors as sim/shipped.py describes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+from storage.commands import CreateQueue, Namespace
+
+if TYPE_CHECKING:
+    from sim.clients import Client
+    from sim.scenario import Scenario
+
+NS = Namespace()
+STD = "sim-std"
+FIFO = "sim-ordered.fifo"
+QUEUE_VISIBILITY_S = 5          # the queues' default VisibilityTimeout
+KINDS = ("send", "receive", "delete", "change_visibility")
+
+
+class Workload(Protocol):
+    def queues(self) -> Sequence[CreateQueue]: ...
+
+    def draw(self, client: "Client") -> tuple[str, dict[str, Any]]: ...
+
+
+class StandardWorkload:
+    """Standard and FIFO sends over several message groups, receives, deletes and visibility
+    changes, in the scenario's mix (sim/scenario.py draws it from the seed)."""
+
+    def __init__(self, scenario: "Scenario") -> None:
+        self.mix = scenario.mix
+        self.groups = scenario.fifo_groups
+
+    def queues(self) -> list[CreateQueue]:
+        return [CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}),
+                CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)})]
+
+    def draw(self, client: "Client") -> tuple[str, dict[str, Any]]:
+        rng = client.rng
+        kinds = sorted(self.mix)
+        kind = rng.choices(kinds, [self.mix[k] for k in kinds])[0]
+        if kind in ("delete", "change_visibility") and not client.held:
+            kind = "receive" if rng.random() < 0.5 else "receive_fifo"
+        if kind == "send":
+            return "send", {"queue": STD}
+        if kind == "send_fifo":
+            return "send", {"queue": FIFO, "group": f"g{rng.randrange(self.groups)}"}
+        if kind in ("receive", "receive_fifo"):
+            return "receive", {"queue": FIFO if kind == "receive_fifo" else STD,
+                               "max": rng.choice((1, 1, 2, 5, 10)), "vt": rng.choice((None, None, 1, 2, 10))}
+        held = client.held
+        h = held.pop(0) if rng.random() < 0.7 else held.pop(rng.randrange(len(held)))
+        if kind == "delete":
+            return "delete", {"held": h}
+        return "change_visibility", {"held": h, "vt": rng.choice((0, 1, 3, 10))}
+
+
+def standard(scenario: "Scenario") -> StandardWorkload:
+    return StandardWorkload(scenario)
+
+
+def workload_for(scenario: "Scenario", factory: Callable[["Scenario"], Workload] | None) -> Workload:
+    """The run's workload: the user's factory's, or ours; checked for the interface."""
+    w = (factory or standard)(scenario)
+    for method in ("queues", "draw"):
+        if not callable(getattr(w, method, None)):
+            raise TypeError(f"the workload factory returned {type(w).__name__}, which has no {method}() method "
+                            "(sim/workload.py describes the interface)")
+    return w
