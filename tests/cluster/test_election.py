@@ -197,7 +197,7 @@ def test_an_accepted_append_is_acked_with_its_stamp_and_contact_recorded():
     assert of(e.appended("b", 3, 4.6, later, state), LeaderContact) == [LeaderContact("b", later)]
     assert e.appended("c", 3, 4.6, 5.1, state) == [], "not from our leader: not accepted"
     assert e.appended("b", 2, 4.6, 5.1, state) == [], "another term: not accepted"
-    assert e.guard.last_contact == 5.0
+    assert e.guard.last_contact == later
     assert e.on_message("c", LeaseAck(3, 1.0), 5.0, state) == [LeaseAcked("c", 3, 1.0)]
 
 
