@@ -503,10 +503,10 @@ class NodeCore:
                     if entry is not None and entry[0] is not _INTERNAL:
                         out.append(Answer(entry[0], entry[1], None, entry[2]))
             elif t is Throttle:
-                self._set_throttle(a.on, out)
+                self._set_throttle(a.on, out, now)
             elif t is Abandoned:
                 self._abandon(a.reason, out)
-                self._set_throttle(False, out)
+                self._set_throttle(False, out, now)
             elif t is Serving:
                 self._policies.clear()
                 if a.on:
@@ -545,10 +545,11 @@ class NodeCore:
             else:
                 out.append(Answer(token, None, MasterChanged(reason)))
 
-    def _set_throttle(self, on: bool, out: list[Action]) -> None:
+    def _set_throttle(self, on: bool, out: list[Action], now: float) -> None:
         if on != self.throttling:
             self.throttling = on
             out.append(ThrottleChanged(on))
+            out.append(Record(now, "throttle", {"on": on}))
 
     def _serving_check(self, now: float, out: list[Action]) -> None:
         serving = self.replication.serving and self.membership.active

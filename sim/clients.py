@@ -24,7 +24,9 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from storage.commands import ChangeMessageVisibility, DeleteMessage, QueueKey, ReceiveMessage, SendMessage
+from storage.commands import (
+    ChangeMessageVisibility, DeleteMessage, QueueKey, ReceiveMessage, SendMessage, SendMessageBatch, SendMessageBatchEntry,
+)
 
 from cluster.checker.schema import ClientOp, ReceivedMessage
 
@@ -95,6 +97,8 @@ class Client:
                              "with a dict of parameters (sim/workload.py)")
         if kind == "send":
             params = {**params, "token": self._token()}
+        elif kind == "send_batch":
+            params = {**params, "tokens": [self._token() for _ in range(params["count"])]}
         return kind, params
 
     def _token(self) -> str:
@@ -125,6 +129,12 @@ class Client:
             group = params.get("group")
             cmd = SendMessage(key, token, group_id=group, deduplication_id=token if group else None)
             f.update(token=token, body=token, group=group, dedup=token if group else None)
+        elif kind == "send_batch":
+            group = params.get("group")
+            cmd = SendMessageBatch(key, tuple(
+                SendMessageBatchEntry(f"e{i}", t, group_id=group, deduplication_id=t if group else None)
+                for i, t in enumerate(params["tokens"])))
+            f.update(group=group)
         elif kind == "receive":
             vt = params["vt"]
             cmd = ReceiveMessage(key, max_number_of_messages=params["max"], visibility_timeout=vt,
@@ -180,7 +190,9 @@ class Client:
                 h.until_us = w.now + params["vt"] * 1_000_000
                 if params["vt"]:
                     self.held.append(h)
-        if self.recorded:
+        if self.recorded and kind == "send_batch":
+            self._record_batch(req, outcome, result, error)
+        elif self.recorded:
             w.record(ClientOp(ts=req.sent_us / 1e6, node=req.node, client=self.name, outcome=outcome,
                               completed=w.now_s, error=error, phase=self.phase, **f))
         retry = None
@@ -195,12 +207,36 @@ class Client:
                     retry = (kind, params, attempt + 1)
             elif outcome == "unknown":
                 self.target = (self.target + 1) % len(w.names)
-                if kind in ("send", "setup") and attempt < 4:
+                if kind in ("send", "send_batch", "setup") and attempt < 4:
                     retry = (kind, params, attempt + 1)
         if retry is not None:
             w.at(w.now + self.rng.randint(10_000, 100_000), self._next, retry)
         else:
             self.after_op(kind, params, outcome)
+
+    def _record_batch(self, req: Request, outcome: str, result: Any, error: str | None) -> None:
+        """A batch send as the checker sees sends: one `send` per entry, each with its outcome."""
+        w = self.world
+        f = req.fields
+        _, params, _ = req.logical  # type: ignore[misc]
+        ok = {e.id: e for e in result.successful} if outcome == "ok" else {}
+        failed = {e.id: e for e in result.failed} if outcome == "ok" else {}
+        for i, token in enumerate(params["tokens"]):
+            eid = f"e{i}"
+            entry: dict[str, Any] = {"token": token, "body": token, "group": f.get("group"),
+                                     "dedup": token if f.get("group") else None}
+            if eid in ok:
+                o, err = "ok", None
+                entry["message_id"] = ok[eid].message_id
+                if ok[eid].sequence_number is not None:
+                    entry["seq"] = str(ok[eid].sequence_number)
+            elif eid in failed:
+                o, err = "failed", failed[eid].code
+            else:
+                o, err = outcome, error
+            w.record(ClientOp(ts=req.sent_us / 1e6, node=req.node, client=self.name, op_id=f"{f['op_id']}.{i}",
+                              op="send", queue=f["queue"], outcome=o, completed=w.now_s, error=err,
+                              phase=self.phase, **entry))
 
     def after_op(self, kind: str, params: dict[str, Any], outcome: str) -> None:
         w = self.world

@@ -27,13 +27,14 @@ RAFT, STREAM = 0, 1
 
 
 class Link:
-    __slots__ = ("cuts", "gen", "last", "extra_us")
+    __slots__ = ("cuts", "gen", "last", "extra_us", "down_since")
 
     def __init__(self) -> None:
         self.cuts = 0           # active faults cutting this link (it is up when 0)
         self.gen = 0            # bumped on each cut: frames of an older connection are lost
         self.last = [0, 0]      # per plane: the latest delivery time scheduled (FIFO)
         self.extra_us = [0, 0]  # per plane: extra latency from active delay faults
+        self.down_since: int | None = None   # when it was cut, while it is
 
 
 class Network:
@@ -89,12 +90,21 @@ class Network:
 
     def cut(self, a: str, b: str) -> None:
         link = self.links[(a, b)]
+        if not link.cuts:
+            link.down_since = self.world.now
         link.cuts += 1
         link.gen += 1
 
     def restore(self, a: str, b: str) -> None:
         link = self.links[(a, b)]
         link.cuts = max(0, link.cuts - 1)
+        if not link.cuts:
+            link.down_since = None
+
+    def down_for(self, a: str, b: str) -> int:
+        """How long (µs) the link a->b has been cut; 0 while it is up."""
+        link = self.links[(a, b)]
+        return 0 if link.down_since is None else self.world.now - link.down_since
 
     def add_delay(self, a: str, b: str, us: int, planes: tuple[int, ...] = (RAFT, STREAM)) -> None:
         """Extra latency on one direction of a link, on both planes (the path is slow) or on one
@@ -107,5 +117,6 @@ class Network:
         for link in self.links.values():
             if link.cuts:
                 link.cuts = 0
+                link.down_since = None
             link.extra_us = [0, 0]
         self.drop = self.dup = 0.0

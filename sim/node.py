@@ -63,9 +63,21 @@ HOP_US = (20, 400)           # a post from one thread of a node to the other
 _CORE_MESSAGES = (PreVote, PreVoteReply, LeaseAck)
 
 
+class _Op:
+    """A client operation this node executes: for its answer and its history `op` line."""
+
+    __slots__ = ("asker", "command", "started")
+
+    def __init__(self, asker: Any, command: Any, started: float) -> None:
+        self.asker = asker        # the client's Request, or ("forwarded", member, request id)
+        self.command = command
+        self.started = started
+
+
 class SimNode:
     def __init__(self, world: "World", name: str, names: list[str], incarnation: int, *,
-                 policy: AckPolicy, forward: bool, timing: Timing, log_limit_bytes: int, chunk_records: int,
+                 policy: AckPolicy, forward: bool, timing: Timing, limits: Limits, log_limit_bytes: int,
+                 chunk_records: int,
                  bugs: frozenset[str], rng: random.Random, disk: Durable | None = None):
         self.world = world
         self.name = name
@@ -80,7 +92,7 @@ class SimNode:
         def new_storage() -> Storage:
             return Storage(clock, IdSource(rng.getrandbits(64)))
 
-        settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=Limits(),
+        settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=limits,
                                 transfer=TransferSettings(chunk_records=chunk_records),
                                 log_limit_bytes=log_limit_bytes)
         self.core = NodeCore(name, tuple(names), settings, new_storage(), new_storage,
@@ -191,6 +203,7 @@ class SimNode:
             elif t is RaftSend:
                 w.net.send(self.name, a.to, RAFT, a.message)
             elif t is Stand:
+                w.stood(self.name)
                 self.raft.start_election(w.now_s)
             elif t is LeaseAcked:
                 self._post(True, self._loop_lease_ack, a.peer, a.term, a.stamp)
@@ -246,7 +259,7 @@ class SimNode:
         route = self.core.route(now_s)
         t = type(route)
         if t is Local:
-            self._act(self.core.execute(req, req.command, now_s))
+            self._act(self.core.execute(_Op(req, req.command, now_s), req.command, now_s))
         elif t is ForwardTo:
             self._act(self.core.forward(req, req.command, now_s))
         else:
@@ -263,15 +276,17 @@ class SimNode:
             if t is Send:
                 w.net.send(self.name, a.to, STREAM, a.frame)
             elif t is Answer:
+                op: _Op = a.token
                 outcome, error = _outcome(a.error)
-                if type(a.token) is tuple:    # ("forwarded", sender, request id)
-                    _, sender, rid = a.token
+                self._op_line(op, outcome, error)
+                if type(op.asker) is tuple:    # ("forwarded", sender, request id)
+                    _, sender, rid = op.asker
                     w.net.send(self.name, sender, STREAM, ForwardReply(rid, (outcome, a.result, error)))
                 else:
                     hint = None
                     if isinstance(a.error, NotServing) and self.core.view is not None:
                         hint = self.core.view.master
-                    w.reply(a.token, outcome, a.result if outcome == "ok" else None, error, hint=hint)
+                    w.reply(op.asker, outcome, a.result if outcome == "ok" else None, error, hint=hint)
             elif t is FlushDue:
                 w.at(w.now, self._node_event, self._flush, ())
             elif t is ForwardAnswered:
@@ -283,7 +298,8 @@ class SimNode:
                 else:
                     self._refuse(a.token)
             elif t is ServeForwarded:
-                self._act(self.core.execute(("forwarded", a.sender, a.request_id), a.payload, w.now_s))
+                op = _Op(("forwarded", a.sender, a.request_id), a.payload, w.now_s)
+                self._act(self.core.execute(op, a.payload, w.now_s))
             elif t is ToRaft:
                 self._post(False, self._raft_do, a.action)
             elif t is Record:
@@ -291,6 +307,17 @@ class SimNode:
                 w.record(NodeEvent(a.at, self.name, a.event, _plain(a.fields)))
             elif t is Rejected:
                 self.rejected += 1
+
+    def _op_line(self, op: _Op, outcome: str, error: str | None) -> None:
+        """The history's `op` line, as the product's ClusterBackend writes it: what this node
+        executed for a client (forwarded ones included), and how it ended."""
+        w = self.world
+        queue = getattr(op.command, "queue", None)
+        fields: dict[str, Any] = {"action": type(op.command).__name__, "queue": queue.name if queue else None,
+                                  "outcome": outcome, "completed": w.now_s}
+        if error is not None:
+            fields["error"] = error.split(":", 1)[0]
+        w.record(NodeEvent(op.started, self.name, "op", fields))
 
     # --- state for the world's god view ----------------------------------------------------------------
 

@@ -81,6 +81,8 @@ class Scenario:
     bugs: tuple[str, ...] = ()
     crash_policy: str = "any"        # when the nemesis may crash a node: see World._may_crash
     forward: bool = True             # members forward clients to the master (else: 503 and a hint)
+    throttle_lag_ms: int = 5_000     # flow control's bounds (cluster/replication/master.py Limits)
+    throttle_lag_batches: int = 10_000
 
     def names(self) -> list[str]:
         return [f"n{i + 1}" for i in range(self.nodes)]
@@ -125,15 +127,19 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     fault_end = max(fault_start, duration * 0.75)
     schedule: list[Fault] = []
     if faults and fault_end > fault_start:
-        kinds = sorted(FAULT_WEIGHTS)
+        # Swarm testing (as TigerBeetle and FoundationDB do): each seed plays with a subset of
+        # the fault kinds and its own spacing, so that rare combinations, and calm stretches in
+        # which one fault's effect can be judged alone, are common somewhere in every sweep.
+        swarm = random.Random(f"swarm:{seed}")
+        kinds = [k for k in sorted(FAULT_WEIGHTS) if swarm.random() < 0.6] or [swarm.choice(sorted(FAULT_WEIGHTS))]
         weights = [FAULT_WEIGHTS[k] for k in kinds]
-        # One fault every 1.5-6 s on average, some overlapping.
+        gap_hi = swarm.choice((6.0, 6.0, 12.0))
         t = fault_start + rng.uniform(0.0, 1.5)
         while t < fault_end:
             kind = rng.choices(kinds, weights)[0]
             f = _fault(rng, kind, t, n, fault_end)
             schedule.append(f)
-            t += rng.uniform(0.3, 6.0)
+            t += rng.uniform(0.3, gap_hi)
     mix = dict(DEFAULT_MIX)
     for k in mix:
         mix[k] = round(mix[k] * rng.uniform(0.5, 1.5), 3)
@@ -145,11 +151,16 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     log_limit_bytes = rng.choice((64 * 1024 * 1024, 64 * 1024, 8 * 1024))
     chunk_records = rng.choice((200, 8, 1))
     forward = rng.random() < 0.7
+    # Drawn after everything above, so that adding them left every earlier draw of a seed as it was.
+    mix["send_batch"] = round(2 * rng.uniform(0.5, 1.5), 3)
+    throttle_lag_ms = rng.choice((300, 1_000, 5_000))
+    throttle_lag_batches = rng.choice((30, 10_000))
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
         faults=tuple(schedule), clients=clients, think_ms=think_ms, mix=mix, fifo_groups=fifo_groups,
         base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
-        bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward)
+        bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward,
+        throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches)
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:

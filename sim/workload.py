@@ -11,6 +11,8 @@ run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
   ``"send"``            ``{"queue": name}``, plus ``"group": id`` on a FIFO queue (the client
                         adds the token that identifies the message, and on FIFO queues uses it
                         as the deduplication id)
+  ``"send_batch"``      ``{"queue": name, "count": 1..10}``, plus ``"group"`` on a FIFO queue:
+                        one SendMessageBatch of that many messages, each with its own token
   ``"receive"``         ``{"queue": name, "max": 1..10, "vt": seconds or None}`` (None: the
                         queue's visibility timeout)
   ``"delete"``          ``{"held": h}``: ``h`` one of ``client.held``, removed from it
@@ -39,7 +41,7 @@ NS = Namespace()
 STD = "sim-std"
 FIFO = "sim-ordered.fifo"
 QUEUE_VISIBILITY_S = 5          # the queues' default VisibilityTimeout
-KINDS = ("send", "receive", "delete", "change_visibility")
+KINDS = ("send", "send_batch", "receive", "delete", "change_visibility")
 
 
 class Workload(Protocol):
@@ -70,6 +72,10 @@ class StandardWorkload:
             return "send", {"queue": STD}
         if kind == "send_fifo":
             return "send", {"queue": FIFO, "group": f"g{rng.randrange(self.groups)}"}
+        if kind == "send_batch":
+            if rng.random() < 0.5:
+                return "send_batch", {"queue": STD, "count": rng.randint(1, 10)}
+            return "send_batch", {"queue": FIFO, "count": rng.randint(1, 10), "group": f"g{rng.randrange(self.groups)}"}
         if kind in ("receive", "receive_fifo"):
             return "receive", {"queue": FIFO if kind == "receive_fifo" else STD,
                                "max": rng.choice((1, 1, 2, 5, 10)), "vt": rng.choice((None, None, 1, 2, 10))}

@@ -28,17 +28,19 @@ from cluster.checker import check, parse_lines, to_line
 from cluster.checker.schema import DigestRecord, History, NemesisEvent, NodeEvent, Record
 from cluster.config import Timing
 from cluster.replication.core import REPLICA
+from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy
 
 from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.net import RAFT, STREAM, Network
-from sim.node import SimNode
+from sim.node import HOP_US, SimNode
 from sim.raft import Durable
 from sim.scenario import Fault, Scenario
 from sim.workload import Workload, workload_for
 
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
 DRAIN_MAX_US = 60_000_000         # the drain gives up after this long
+HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majority keeps office this long
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
 
 
@@ -104,6 +106,12 @@ class World:
         self.drain_started_us: int | None = None
         self.settle_started_us: int | None = None
         self.skipped_crashes = 0
+        # Healing deposes nobody (cluster/election.py): what each cut found at its start, the
+        # heals judged, and the failures found.
+        self._deactivations: dict[str, int] = {}
+        self._last_fault_at = -1
+        self.heal_checks = 0
+        self.heal_failures: list[str] = []
 
     # --- time and events ------------------------------------------------------------------------
 
@@ -121,6 +129,8 @@ class World:
 
     def record(self, r: Record) -> None:
         self.records.append(r)
+        if r.event == "deactivated":
+            self._deactivations[r.node] = self._deactivations.get(r.node, 0) + 1
 
     def run(self) -> None:
         sc = self.sc
@@ -148,7 +158,9 @@ class World:
     def _start_node(self, name: str) -> None:
         self.incarnations[name] += 1
         node = SimNode(self, name, self.names, self.incarnations[name] * 1000 + self.names.index(name),
-                       policy=self.policy, forward=self.sc.forward, timing=self.timing, log_limit_bytes=self.sc.log_limit_bytes,
+                       policy=self.policy, forward=self.sc.forward, timing=self.timing,
+                       limits=Limits(throttle_lag_batches=self.sc.throttle_lag_batches,
+                                     throttle_lag_ms=self.sc.throttle_lag_ms), log_limit_bytes=self.sc.log_limit_bytes,
                        chunk_records=self.sc.chunk_records, bugs=self.bugs,
                        rng=random.Random(f"node:{self.sc.seed}:{name}:{self.incarnations[name]}"),
                        disk=self.disks.get(name))
@@ -301,6 +313,7 @@ class World:
     def _fault(self, f: Fault) -> None:
         if self.healed:
             return
+        self._last_fault_at = self.now
         kind = f.kind
         end = self.now + int(f.duration * 1e6)
         net = self.net
@@ -326,11 +339,11 @@ class World:
                 net.cut(a, b)
             self._nemesis(self._resolve(f.target) if kind == "isolate" else f.target, kind,
                           {"links": [list(x) for x in links]})
-            self.at(end, self._restore_links, links, kind)
+            self.at(end, self._restore_links, links, kind, self._office())
         elif kind == "flap":
             a, b = f.params["a"], f.params["b"]
             self._nemesis("", "flap", {"a": a, "b": b, "period_ms": f.params["period_ms"]})
-            self._flap(a, b, int(f.params["period_ms"] * 1000), end, False)
+            self._flap(a, b, int(f.params["period_ms"] * 1000), end, False, self._office())
         elif kind == "delay":
             us = int(f.params["extra_ms"] * 1000)
             links = [tuple(x) for x in f.params["links"]]
@@ -375,25 +388,80 @@ class World:
             return [(a, b) for a in names for b in names if (a in sa and b in sb) or (a in sb and b in sa)]
         return [tuple(x) for x in f.params["links"]]  # type: ignore[misc]
 
-    def _restore_links(self, links: list[tuple[str, str]], kind: str) -> None:
+    def _restore_links(self, links: list[tuple[str, str]], kind: str, office: tuple | None) -> None:
         if self.healed:
             return
         for a, b in links:
             self.net.restore(a, b)
         self._nemesis("", "heal", {"fault": kind, "links": [list(x) for x in links]})
+        self._judge_heal(kind, office)
 
-    def _flap(self, a: str, b: str, period: int, end: int, is_cut: bool) -> None:
+    def _flap(self, a: str, b: str, period: int, end: int, is_cut: bool, office: tuple | None) -> None:
         if self.healed:
             return
         if is_cut:
             self.net.restore(a, b)
             self.net.restore(b, a)
         if self.now >= end:
+            self._judge_heal("flap", office)
             return
         if not is_cut:
             self.net.cut(a, b)
             self.net.cut(b, a)
-        self.at(self.now + period, self._flap, a, b, period, end, not is_cut)
+        self.at(self.now + period, self._flap, a, b, period, end, not is_cut, office)
+
+    # --- healing deposes nobody (invariant 6) ------------------------------------------------
+
+    def stood(self, name: str) -> None:
+        """``name`` stands for election. With a pre-vote it can only have a majority's yes if
+        enough peers' links to it carried their answers: a node that nobody (or too few) could
+        reach for a whole election timeout, and more, never stands."""
+        quorum = len(self.names) // 2 + 1
+        cut_off = self.timing.election_max * 1e6 + 2 * HOP_US[1]
+        reachable = sum(1 for p in self.names if p != name and self.net.down_for(p, name) <= cut_off)
+        if reachable + 1 < quorum:
+            self.heal_failures.append(f"pre-vote: {name} stood for election at {self.now_s:.3f} s, cut off from "
+                                      f"a majority (only {reachable} peers could reach it)")
+
+    def _office(self) -> tuple[str, int, int] | None:
+        """The active master now: (name, epoch, its deactivations so far)."""
+        m = self.master()
+        if m is None or m.core.view is None:
+            return None
+        return m.name, m.core.view.epoch, self._deactivations.get(m.name, 0)
+
+    def _quiet(self) -> bool:
+        """No fault in play: every link up and unslowed, nothing lost or doubled, every node up."""
+        net = self.net
+        return (not self.down and not self.paused and not net.drop and not net.dup
+                and all(not link.cuts and not any(link.extra_us) for link in net.links.values()))
+
+    def _judge_heal(self, kind: str, office: tuple | None) -> None:
+        """A master that kept its majority through a cut (active at its start and at the heal,
+        never deactivated in between) stays master in its epoch, with no election anywhere, as
+        long as nothing else happens: judged HEAL_QUIET_US later, if the network stayed quiet."""
+        now_office = self._office()
+        if office is None or now_office is None or now_office != office or not self._quiet():
+            return
+        term = self.nodes[office[0]].raft.term
+        self.at(self.now + HEAL_QUIET_US, self._heal_verdict, kind, self.now, office, term)
+
+    def _heal_verdict(self, kind: str, healed_at: int, office: tuple, term: int) -> None:
+        if self._last_fault_at > healed_at or not self._quiet():
+            return      # something else happened since: not the heal's doing
+        self.heal_checks += 1
+        name, epoch, _ = office
+        now_office = self._office()
+        # An election is a term beyond the master's (a node that was cut off catching up to the
+        # master's term is not one).
+        raised = sorted(n for n in self.names if self.nodes[n].raft.term > term)
+        if now_office == office and not raised:
+            return
+        what = (f"the master changed from {name} in epoch {epoch} to {now_office[0]} in epoch {now_office[1]}"
+                if now_office is not None and now_office[:2] != (name, epoch)
+                else f"{name} lost office" if now_office != office else "an election was held")
+        self.heal_failures.append(f"heal: after the {kind} healed at {healed_at / 1e6:.3f} s, {what}"
+                                  + (f" ({', '.join(raised)} raised the term)" if raised else ""))
 
     def _undelay(self, links: list[tuple[str, str]], us: int, planes: tuple[int, ...] = (RAFT, STREAM)) -> None:
         if not self.healed:
@@ -488,11 +556,13 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
     verdict = check(History.of(parse_lines(lines)))
     failures = verdict.failures(scenario.policy, strict=strict)
     failures += view_failures(w.records)
+    failures += w.heal_failures
     if not w.converged:
         failures.append("liveness: the members did not converge within "
                         f"{SETTLE_MAX_US // 1_000_000} s of the drain after the faults stopped")
     stats = {"events": w.events, "sim_end_s": w.now_s, "lines": len(lines), "bytes": len(history),
              "ops": sum(1 for r in w.records if r.event == "client_op"),
              "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
+             "heals_judged": w.heal_checks,
              "sim_wall_s": round(sim_wall, 4), "check_wall_s": round(time.perf_counter() - t1, 4)}
     return SimResult(scenario.seed, scenario, history, verdict, failures, w.converged, stats)

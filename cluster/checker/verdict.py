@@ -154,6 +154,8 @@ class QueueCounts:
 @dataclass(frozen=True)
 class Verdict:
     queues: dict[str, QueueCounts]
+    gating: tuple[Any, ...] = ()          # node_rules.GatingViolation
+    throttled: tuple[Any, ...] = ()       # node_rules.ThrottleViolation
     lost: tuple[LostSend, ...] = ()
     unexpected: tuple[Unexpected, ...] = ()
     duplicates: tuple[Duplicate, ...] = ()
@@ -184,25 +186,32 @@ class Verdict:
     def failures(self, policy: str, strict: bool = False) -> list[str]:
         """The verdict rules the history breaks under `policy` (empty: it passes).
 
-        majority / all: lost, unexpected, order violations, two active masters and digest
-        divergence must all be 0 (issue 6). With strict=True also in-window duplicates
-        (invariant 2) and lost deletes (invariant 1). none / one promise none of this: nothing
-        is asserted (the counts are reported)."""
+        Under every policy: no node executes a client operation while it is not the active
+        master, none executes a producer while it throttles (node_rules.py), no two masters are
+        active at once (invariant 2), and the members converge to one digest (invariant 4).
+        majority / all also: nothing lost or unexpected, no FIFO order violation. With
+        strict=True also in-window duplicates (invariant 2) and lost deletes (invariant 1).
+        none / one promise none of these for the data (the counts are reported)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown ack policy {policy!r} (expected one of {POLICIES})")
-        if policy not in STRICT_POLICIES:
-            return []
         out = []
+        if self.gating:
+            out.append(f"gating: {len(self.gating)} client operations executed by a node that was not the "
+                       "active master")
+        if self.throttled:
+            out.append(f"flow control: {len(self.throttled)} producers executed while throttling")
+        if self.two_masters:
+            out.append(f"two active masters: {len(self.two_masters)} overlaps")
+        if self.divergence:
+            out.append(f"divergence: {len(self.divergence)} nodes differ from the reference digest")
+        if policy not in STRICT_POLICIES:
+            return out
         if self.lost:
             out.append(f"lost: {len(self.lost)} acknowledged sends never received")
         if self.unexpected:
             out.append(f"unexpected: {len(self.unexpected)} deliveries of messages never sent")
         if self.order_violations:
             out.append(f"order: {len(self.order_violations)} FIFO order violations")
-        if self.two_masters:
-            out.append(f"two active masters: {len(self.two_masters)} overlaps")
-        if self.divergence:
-            out.append(f"divergence: {len(self.divergence)} nodes differ from the reference digest")
         if strict:
             if self.in_window:
                 out.append(f"in-window: {len(self.in_window)} messages handed out twice inside one visibility window")
@@ -216,6 +225,8 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "queues": {k: asdict(v) for k, v in self.queues.items()},
+            "gating": [asdict(x) for x in self.gating],
+            "throttled": [asdict(x) for x in self.throttled],
             "lost": [asdict(x) for x in self.lost],
             "unexpected": [asdict(x) for x in self.unexpected],
             "duplicates": [asdict(x) for x in self.duplicates],
@@ -273,6 +284,10 @@ class Verdict:
                 f"{x.later} ({x.later_op_id}) before {x.earlier} ({x.earlier_op_id}) {x.detail}")
         section("two active masters", self.two_masters, lambda x: f"{x.node_a} & {x.node_b} "
                 f"[{x.start:.6f}, {x.end:.6f}) for {x.duration * 1000:.1f} ms")
+        section("gating", self.gating, lambda x: f"{x.node} executed {x.action} ({x.outcome}) @{x.at:.6f} "
+                "while not the active master")
+        section("flow control", self.throttled, lambda x: f"{x.node} executed {x.action} @{x.at:.6f} while "
+                f"throttling since {x.throttling_since:.6f}")
         section("divergent digests", self.divergence, lambda x: f"{x.node}: {x.digest} != "
                 f"{x.reference_node or 'most common'}: {x.reference_digest}")
         return "\n".join(lines)

@@ -379,7 +379,8 @@ def test_two_active_masters_overlapping():
     o = v.two_masters[0]
     assert (o.node_a, o.node_b, o.start, o.end) == ("n1", "n2", 5.0, 6.5)
     assert o.duration == pytest.approx(1.5)
-    assert not v.ok_for("majority") and v.ok_for("one")
+    # at most one active partition is promised under every ack policy (invariant 2)
+    assert not v.ok_for("majority") and not v.ok_for("one") and not v.ok_for("none")
     assert "n1 & n2" in v.summary()
 
 
@@ -438,7 +439,8 @@ def test_digest_divergence_from_master():
     v = check(h.history())
     assert v.final_master == "n1"
     assert [(d.node, d.digest, d.reference_node, d.reference_digest) for d in v.divergence] == [("n3", "bbb", "n1", "aaa")]
-    assert not v.ok_for("all") and v.ok_for("none")
+    # convergence after the heal is promised under every ack policy (invariant 4)
+    assert not v.ok_for("all") and not v.ok_for("none")
     assert "divergent" in v.summary()
 
 
@@ -540,3 +542,33 @@ def test_verdict_as_data_is_json():
     assert d["queues"]["q.fifo"]["order_violations"] == 1 and d["queues"]["q.fifo"]["in_window"] == 1
     assert len(d["two_masters"]) == 1 and len(d["divergence"]) == 1
     assert "FAIL" in v.summary("all") and len(v.failures("all")) == 3 and len(v.failures("all", strict=True)) == 4
+
+
+# --- rules a node keeps on its own (cluster/checker/node_rules.py) ------------------------------
+
+def test_an_operation_executed_outside_the_nodes_active_intervals_breaks_gating():
+    h = H()
+    h.node(1.0, "n1", "activated")
+    h.node(1.5, "n1", "op", action="SendMessage", queue="q", outcome="ok", completed=1.6)
+    h.node(2.0, "n1", "deactivated", reason="lease")
+    h.node(2.5, "n1", "op", action="SendMessage", queue="q", outcome="failed", error="ServiceUnavailable")
+    h.node(2.6, "n1", "op", action="ReceiveMessage", queue="q", outcome="unknown", error="ServiceUnavailable")
+    h.node(3.0, "n2", "op", action="DeleteMessage", queue="q", outcome="ok", completed=3.1)
+    v = check(h.history())
+    assert [(g.node, g.at, g.action) for g in v.gating] == [("n1", 2.6, "ReceiveMessage"), ("n2", 3.0, "DeleteMessage")]
+    assert not v.ok_for("none") and "gating: 2" in v.failures("majority")[0]
+
+
+def test_a_producer_executed_while_throttling_breaks_flow_control():
+    h = H()
+    h.node(1.0, "n1", "activated")
+    h.node(2.0, "n1", "throttle", on=True)
+    h.node(2.5, "n1", "op", action="ReceiveMessage", queue="q", outcome="ok", completed=2.6)
+    h.node(2.7, "n1", "op", action="SendMessage", queue="q", outcome="failed", error="RequestThrottled")
+    h.node(2.8, "n1", "op", action="SendMessageBatch", queue="q", outcome="ok", completed=2.9)
+    h.node(3.0, "n1", "throttle", on=False)
+    h.node(3.5, "n1", "op", action="SendMessage", queue="q", outcome="ok", completed=3.6)
+    v = check(h.history())
+    assert [(t.node, t.at, t.action, t.throttling_since) for t in v.throttled] == [("n1", 2.8, "SendMessageBatch", 2.0)]
+    assert not v.gating
+    assert "flow control: 1" in " ".join(v.failures("none"))

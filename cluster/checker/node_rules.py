@@ -1,0 +1,78 @@
+"""Rules a node keeps on its own: judged from one node's history lines, on its own clock.
+
+* **Gating.** A node executes a client operation only while it is the active master. Every `op`
+  line (written by the node that executed the operation: the master, for forwarded requests too)
+  that ended `ok` or `unknown` (both mean it ran) must start inside one of that node's active
+  intervals (`activated` to `deactivated`, `stopped`, a restart or a kill). A refused operation
+  (`failed`) ran nothing and is not judged.
+* **Flow control.** While a node throttles producers (`throttle` on to off), it executes no
+  SendMessage or SendMessageBatch.
+
+Both hold under every ack policy: gating and throttling come before the policy is even looked at.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass
+
+from cluster.checker.schema import History
+from cluster.checker.verdict import ActiveInterval
+
+EXECUTED = ("ok", "unknown")
+PRODUCERS = ("SendMessage", "SendMessageBatch")
+
+
+@dataclass(frozen=True, slots=True)
+class GatingViolation:
+    node: str
+    at: float
+    action: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleViolation:
+    node: str
+    at: float
+    action: str
+    throttling_since: float
+
+
+def gating_violations(history: History, intervals: list[ActiveInterval],
+                      tolerance: float = 0.0) -> list[GatingViolation]:
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for i in intervals:
+        spans[i.node].append((i.start, float("inf") if i.open else i.end))
+    starts = {n: [s for s, _ in sorted(v)] for n, v in spans.items()}
+    ordered = {n: sorted(v) for n, v in spans.items()}
+    out = []
+    for e in history.node_events:
+        if e.event != "op" or e.fields.get("outcome") not in EXECUTED:
+            continue
+        iv = ordered.get(e.node, [])
+        k = bisect.bisect_right(starts.get(e.node, []), e.ts + tolerance) - 1
+        if k >= 0 and e.ts < iv[k][1] + tolerance:
+            continue
+        out.append(GatingViolation(e.node, e.ts, str(e.fields.get("action")), str(e.fields.get("outcome"))))
+    return out
+
+
+def throttle_violations(history: History, tolerance: float = 0.0) -> list[ThrottleViolation]:
+    since: dict[str, float] = {}
+    out = []
+    events = sorted(history.node_events, key=lambda e: (e.ts, e.event != "throttle"))
+    for e in events:
+        if e.event == "throttle":
+            if e.fields.get("on"):
+                since.setdefault(e.node, e.ts)
+            else:
+                since.pop(e.node, None)
+        elif e.event in ("started", "stopped"):
+            since.pop(e.node, None)
+        elif e.event == "op" and e.fields.get("action") in PRODUCERS and e.fields.get("outcome") in EXECUTED:
+            s = since.get(e.node)
+            if s is not None and e.ts > s + tolerance:
+                out.append(ThrottleViolation(e.node, e.ts, str(e.fields["action"]), s))
+    return out
