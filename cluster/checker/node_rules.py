@@ -22,6 +22,10 @@ from cluster.checker.verdict import ActiveInterval
 
 EXECUTED = ("ok", "unknown")
 PRODUCERS = ("SendMessage", "SendMessageBatch")
+# A real node stamps an `op` line with the wall clock and its activity lines with its monotonic
+# clock mapped to the wall clock: the two agree to well under a millisecond. The simulator's
+# clock is exact; a stale master there executes far more than a millisecond out of office.
+CLOCK_SLACK_S = 0.001
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,7 @@ class ThrottleViolation:
 
 def gating_violations(history: History, intervals: list[ActiveInterval],
                       tolerance: float = 0.0) -> list[GatingViolation]:
+    tolerance = max(tolerance, CLOCK_SLACK_S)
     spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for i in intervals:
         spans[i.node].append((i.start, float("inf") if i.open else i.end))
@@ -60,6 +65,7 @@ def gating_violations(history: History, intervals: list[ActiveInterval],
 
 
 def throttle_violations(history: History, tolerance: float = 0.0) -> list[ThrottleViolation]:
+    tolerance = max(tolerance, CLOCK_SLACK_S)
     since: dict[str, float] = {}
     out = []
     events = sorted(history.node_events, key=lambda e: (e.ts, e.event != "throttle"))

@@ -50,6 +50,9 @@ QUEUES = ("jobs", "orders.fifo")
 LATE_S = CHAOS_TIMING.lease * (1 + CHAOS_TIMING.max_drift) + 0.1
 # The stream notices an unreachable replica after `connection_timeout` without frames.
 DETECT_S = CHAOS_TIMING.connection_timeout
+# After a heal, a master that kept its majority keeps office at least this long (invariant 6):
+# two election timeouts, long enough for a cut-off node's higher term to have reached it.
+HEAL_QUIET_S = 2 * CHAOS_TIMING.election_max
 # A client gives up on an answer after this long (recording `unknown`). Longer than any wait in
 # the workload (no long polls but the drain's 1 s); shorter than the 30 s a forwarding member
 # waits for a reply lost with its connection, which would otherwise stall a short run.
@@ -241,10 +244,43 @@ class Run:
                             f"majority was connected")
         self.checks.append(check)
 
+    def keeps_office(self, master: str, since: float) -> None:
+        """Invariant 6: ``master`` keeps its majority through this fault, so it stays master in its
+        epoch through the fault, the heal and HEAL_QUIET_S after it: no node stands, none
+        records a term beyond the master's (a cut-off node catching up to it is no election)."""
+        w, label = self.until_heal(), self.prefix or self.sc.name
+
+        def check(history: History) -> None:
+            for problem in office_kept(history, master, since, (w["until"] or float("inf")) + HEAL_QUIET_S):
+                self.expect(False, f"{label}: {problem}")
+        self.checks.append(check)
+
     def healed(self, at: float) -> None:
         for w in self._open_until:
             if w["until"] is None:
                 w["until"] = at
+
+
+def office_kept(history: History, master: str, since: float, until: float) -> list[str]:
+    """What breaks invariant 6 for ``master`` in ``(since, until]``: a term beyond the one it held
+    at ``since`` (an election; a cut-off node catching up to the master's term is none), or
+    another node taking office."""
+    roles = [e for e in history.node_events if e.event == "role"]
+    before = [e for e in roles if e.node == master and e.ts <= since]
+    if not before:
+        return [f"no role line of {master} before the cut"]
+    term = before[-1].fields.get("term")
+    beyond = [(e.node, e.fields.get("role"), e.fields.get("term"), round(e.ts - since, 3)) for e in roles
+              if since < e.ts <= until and isinstance(e.fields.get("term"), int) and e.fields["term"] > term]
+    others = [(e.node, round(e.ts - since, 3)) for e in history.node_events
+              if e.event == "activated" and e.node != master and since < e.ts <= until]
+    out = []
+    if beyond:
+        out.append(f"{master} (term {term}) kept its majority, yet terms rose during the fault or after its heal "
+                   f"(node, role, term, s after the cut): {beyond[:4]}")
+    if others:
+        out.append(f"another master took office (node, s after the cut): {others[:3]}")
+    return out
 
 
 def _urls(c: ServerCluster, nodes: Callable[[], Iterable[str]]) -> Callable[[], dict[str, str]]:
@@ -318,6 +354,7 @@ def isolate_replica(run: Run) -> None:
     run.never_succeeds([r], cut)
     # the master and the other replica are a majority all along: no reason to stop serving
     run.keeps_serving(cut + 1.0)
+    run.keeps_office(m, cut)
     run.hold(cut + hold - time.time())
 
 
@@ -354,6 +391,9 @@ def bridge(run: Run) -> None:
     cut = run.note("", "partition", f"bridge {ends[0]} - {middle} - {ends[1]}, {ends[0]}-{ends[1]} cut ({mode})")
     # whoever ends up master, the middle node gives it a majority: after the dust settles, it serves
     run.keeps_serving(cut + hold / 2)
+    # and it is the master of the moment: the cut-off end's pre-vote finds no majority (the middle
+    # still hears the master), so the cut and its heal depose nobody
+    run.keeps_office(m, cut)
     run.hold(cut + hold - time.time())
 
 
