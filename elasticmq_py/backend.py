@@ -22,7 +22,7 @@ from cluster.node_core import LOCAL, Route
 from cluster.status import NodeStatus, ReplicationStatus
 
 from elasticmq_py.health import Health, Role, single_node
-from elasticmq_py.longpoll import Waiters
+from elasticmq_py.longpoll import Waiters, wait_for_messages
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
@@ -107,23 +107,7 @@ class LocalBackend:
         return result
 
     async def wait_for_messages(self, queue: QueueKey, deadline_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        fut = self.waiters.park(queue)
-        now = self.clock.now_ms()
-        wake_at = deadline_ms
-        nxt = self.storage.next_wakeup_ms(queue)
-        if nxt is not None:
-            wake_at = min(wake_at, max(nxt, now))
-        timer = loop.call_later(max(0, wake_at - now) / 1000, _resolve, fut)
-        abandoned = False
-        try:
-            await fut
-        except asyncio.CancelledError:
-            abandoned = True
-            raise
-        finally:
-            timer.cancel()
-            self.waiters.unpark(queue, fut, abandoned)
+        await wait_for_messages(self.waiters, self.storage, queue, deadline_ms)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -201,8 +185,3 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
         await task
     except asyncio.CancelledError:
         pass
-
-
-def _resolve(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(False)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from storage import Storage
 from storage.commands import Command, QueueKey, Tick
 from storage.errors import REQUEST_THROTTLED, SERVICE_UNAVAILABLE, SqsError
+from storage.limits import STRICT, Limits
 
 from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
@@ -35,10 +36,11 @@ from cluster.replicated import ReplicatedStorage
 from cluster.runtime import BindError
 from cluster.status import NodeStatus
 
-from elasticmq_py.backend import Done, LocalBackend, ServeForwarded, run
+from elasticmq_py.backend import Done, ServeForwarded, run
 from elasticmq_py.forwarding import ForwardError, decode_request, decode_response, encode_request, encode_response
-from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 from elasticmq_py.health import Health, Role, from_route
+from elasticmq_py.longpoll import Waiters, wait_for_messages
+from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +67,21 @@ def _client_error(err: BaseException) -> BaseException:
 class ClusterBackend:
     """A ``Backend`` that serves from the replicated storage while this node is the active master."""
 
-    def __init__(self, local: LocalBackend, node_config: NodeConfig, on_master: Sequence[Command] = ()) -> None:
-        self.local = local              # waiters, long polls and queue stats over the current storage
+    def __init__(self, node_config: NodeConfig, clock: Any, limits: Limits = STRICT,
+                 on_master: Sequence[Command] = ()) -> None:
         self.node_config = node_config
+        self.clock = clock
+        self.waiters = Waiters()        # long polls parked on this node
         self.name = node_config.self_name
         self.on_master = tuple(on_master)   # run by each new master (the configured queues)
         self._history_flush = False   # a flush of the buffered op lines is scheduled
         try:
             self._history = HistoryWriter(node_config.history_path, self.name) if node_config.history_path else None
-            self.replicated = ReplicatedStorage(node_config, local.clock, local.storage.limits, history=self._history,
+            self.replicated = ReplicatedStorage(node_config, clock, limits, history=self._history,
                                                 on_serving=self._on_serving, on_storage=self._on_storage,
                                                 on_changed=self._wake)
         except (OSError, ValueError) as e:
             raise ClusterStartError(f"node {self.name}: cannot start the cluster member: {e}") from None
-        local.storage = self.replicated.storage
 
     # -- the Backend interface ---------------------------------------------------------------
 
@@ -112,11 +115,16 @@ class ClusterBackend:
                 f"{err}; the request {'may or may not have been executed' if sent else 'was not executed'}; retry."))
         self.replicated.forward(encode_request(req), answered)
 
+    @property
+    def storage(self) -> Storage:
+        """The state this node holds now (a state transfer replaces it)."""
+        return self.replicated.storage
+
     async def wait_for_messages(self, queue: QueueKey, deadline_ms: int) -> None:
-        await self.local.wait_for_messages(queue, deadline_ms)
+        await wait_for_messages(self.waiters, self.replicated.storage, queue, deadline_ms)
 
     def now_ms(self) -> int:
-        return self.local.now_ms()
+        return self.clock.now_ms()
 
     def status(self, digest: bool = False) -> NodeStatus:
         return self.replicated.status(digest=digest)
@@ -126,10 +134,10 @@ class ClusterBackend:
         return from_route(self.name, r.route(), role, r.master_name(), r.unavailable_reason())
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
-        return self.local.queue_stats()
+        return self.replicated.storage.queue_stats()
 
     def waiting_receives(self) -> int:
-        return self.local.waiting_receives()
+        return self.waiters.count()
 
     async def start(self, serve_forwarded: ServeForwarded | None = None) -> None:
         def serve(payload: Any, reply: Callable[[Any], None]) -> None:
@@ -149,7 +157,7 @@ class ClusterBackend:
 
     async def stop(self) -> None:
         await self.replicated.stop()
-        self.local.waiters.wake_everyone()
+        self.waiters.wake_everyone()
 
     # -- operator actions (the admin routes) ---------------------------------------------------
 
@@ -190,12 +198,12 @@ class ClusterBackend:
     def _wake(self) -> None:
         # Long polls re-check on any completed change. Cheap when nobody waits (the common case
         # under load); a spurious wake-up only costs the waiter one more receive.
-        if self.local.waiters:
-            self.local.waiters.wake_everyone()
+        if self.waiters:
+            self.waiters.wake_everyone()
 
     def _on_serving(self, serving: bool) -> None:
         # Parked receives re-check: on a former master they get the 503, on a new one messages.
-        self.local.waiters.wake_everyone()
+        self.waiters.wake_everyone()
         if serving and self.on_master:
             asyncio.get_running_loop().create_task(self._run_on_master())
 
@@ -209,5 +217,4 @@ class ClusterBackend:
                 log.error("configured %s failed on the new master: %s: %s", type(command).__name__, e.code, e.message)
 
     def _on_storage(self, storage: Storage) -> None:
-        self.local.storage = storage
-        self.local.waiters.wake_everyone()
+        self.waiters.wake_everyone()

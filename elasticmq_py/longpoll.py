@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
+from storage import Storage
 from storage.commands import QueueKey
 
 
@@ -59,3 +60,32 @@ class Waiters:
 
     def count(self) -> int:
         return sum(len(w) for w in self._by_key.values())
+
+
+async def wait_for_messages(waiters: Waiters, storage: Storage, queue: QueueKey, deadline_ms: int) -> None:
+    """Return when a receive on ``queue`` may find something, or at ``deadline_ms``: a wake-up
+    from a producer, or the storage's own next wake-up (a delayed message becoming visible, a
+    visibility timeout running out), whichever comes first. Spurious returns are fine (the caller
+    receives again); a missed one is not."""
+    loop = asyncio.get_running_loop()
+    fut = waiters.park(queue)
+    now = storage.clock.now_ms()
+    wake_at = deadline_ms
+    nxt = storage.next_wakeup_ms(queue)
+    if nxt is not None:
+        wake_at = min(wake_at, max(nxt, now))
+    timer = loop.call_later(max(0, wake_at - now) / 1000, _resolve, fut)
+    abandoned = False
+    try:
+        await fut
+    except asyncio.CancelledError:
+        abandoned = True
+        raise
+    finally:
+        timer.cancel()
+        waiters.unpark(queue, fut, abandoned)
+
+
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(False)

@@ -63,13 +63,13 @@ class Server:
         backend = self._backend
         queues = self._configured_queues()
         admin = None
-        if backend is None:
+        if backend is None and cfg.cluster is not None:
+            # Each new master creates them through the replicated path; check them here first,
+            # so that a bad queue definition fails at start-up on every member.
+            self._check_queues(queues)
+            backend = ClusterBackend(cfg.cluster, SystemClock(), cfg.limits_profile, on_master=queues)
+        elif backend is None:
             backend = LocalBackend(SystemClock(), cfg.limits_profile, node_name=cfg.node_name)
-            if cfg.cluster is not None:
-                # Each new master creates them through the replicated path; check them here
-                # first, so that a bad queue definition fails at start-up on every member.
-                self._check_queues(queues)
-                backend = ClusterBackend(backend, cfg.cluster, on_master=queues)
         if isinstance(backend, ClusterBackend):
             # a cluster member's backend offers step_down / add_member / remove_member
             admin = ClusterAdmin(backend, cfg.cluster.cluster.secret, cfg.admin_from)

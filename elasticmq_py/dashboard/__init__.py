@@ -64,9 +64,7 @@ def _static(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
 # -- what the routes read of the node ---------------------------------------------------------------
 
 def _node_storage(endpoint: "Endpoint") -> Any:
-    backend = endpoint.backend
-    # a single node's LocalBackend holds the storage; a cluster member's over its LocalBackend
-    return getattr(getattr(backend, "local", backend), "storage", None)
+    return getattr(endpoint.backend, "storage", None)
 
 
 def _node_config(endpoint: "Endpoint") -> Any:
