@@ -1,6 +1,6 @@
 """Failover benchmark (issue 4): real `elasticmq-py serve` processes in a 3-node cluster on loopback.
 
-Per trial (tests/cluster/measure_failover.py does the work):
+Per trial (bench/failover_measure.py does the work):
 * kill -9 the active master; time until a new master is active (from the new master's history);
 * SIGSTOP the active master; time until it is inactive (its lease running out, from its own
   history after SIGCONT) and until a new master is active; and whether the first came first.
@@ -24,16 +24,14 @@ TRIALS, QUICK_TRIALS = 20, 5
 GOALS = {"kill_to_new_active_median_s": 0.5, "kill_to_new_active_p99_s": 1.5, "old_inactive_first_pct": 100.0}
 
 
-def suite(quick: bool = False, trials: int | None = None, servers: bool = True) -> dict:
+def suite(quick: bool = False, trials: int | None = None) -> dict:
     """Run the trials, print a short table, and return a JSON-able report."""
-    from tests.cluster import measure_failover
-    from tests.cluster.harness import Cluster
-    from tests.cluster.servers import ServerCluster
+    from bench import failover_measure
 
     n = trials or (QUICK_TRIALS if quick else TRIALS)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="failover-bench-") as d:
-        result = measure_failover.run(n, Path(d), ServerCluster if servers else Cluster)
+        result = failover_measure.run(n, Path(d))
     raw = result.pop("raw")
     ordered, total = (int(x) for x in result["old_inactive_before_new_active"].split("/"))
     pct = round(100.0 * ordered / total, 1) if total else None

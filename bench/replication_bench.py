@@ -698,9 +698,9 @@ class TransferPart:
 
     def run(self) -> dict:
         from cluster.config import Timing
-        from tests.cluster.servers import ServerCluster
+        from elasticmq_py.testing.cluster import Cluster
 
-        c = ServerCluster(self.workdir, ALL, timing=Timing(**TRANSFER_TIMING_KW))
+        c = Cluster(self.workdir, ALL, timing=Timing(**TRANSFER_TIMING_KW))
         # A 16 MB replication log: the fill (~230 MB of mutations) trims it long before the join,
         # so only a transfer can bring the empty joiner up. (It was 1 MB, as in the 100k join
         # test: at this fill rate that is half a second of history, so any member that fell
@@ -833,7 +833,7 @@ class TransferPart:
 def _timeline(c: Any, since: float | None) -> dict:
     """From the nodes' histories after `since`: elections, views, transfers, and how long the
     cluster had an active master."""
-    from tests.cluster.harness import active_intervals
+    from elasticmq_py.testing.cluster import active_intervals
 
     hs = c.histories()
     since = since or 0.0
@@ -985,8 +985,8 @@ def run(quick: bool = False, parts: tuple[str, ...] = ("throughput", "failover",
 
 
 def _run(sizes: Sizes, quick: bool, parts: tuple[str, ...], log, tmp: Path) -> dict:
-    from tests.cluster.harness import PORT_SLOT_ENV
-    from tests.cluster.servers import ServerCluster
+    from elasticmq_py.testing.cluster import PORT_SLOT_ENV
+    from elasticmq_py.testing.cluster import Cluster
 
     # Ports of their own, so these clusters do not race a concurrent `make test` (the xdist
     # workers' slots) or the chaos runner (slot 6) for the same ones.
@@ -1003,14 +1003,14 @@ def _run(sizes: Sizes, quick: bool, parts: tuple[str, ...], log, tmp: Path) -> d
     pool = Pool(PROCESSES)
     try:
         if "throughput" in parts or "failover" in parts:
-            clusters: dict[str, ServerCluster] = {}
+            clusters: dict[str, Cluster] = {}
             single = None
             try:
                 single = servers.start_ours()
                 targets = {SINGLE: Target(SINGLE, single=single)}
                 for policy in (MAJORITY, NONE):
                     (tmp / policy).mkdir()
-                    c = ServerCluster(tmp / policy, ALL)
+                    c = Cluster(tmp / policy, ALL)
                     c.replication_config = {"policy": policy}
                     clusters[policy] = c
                     c.start_all()

@@ -304,3 +304,53 @@ def _creation_order(specs: list[QueueSpec]) -> list[QueueSpec]:
     for s in specs:
         visit(s)
     return out
+
+
+# -- writing a server's configuration ----------------------------------------------------------
+
+def server_toml(node: NodeConfig, *, host: str, port: int, limits: str | None = None,
+                secret_file: str | None = None) -> str:
+    """The `serve --config` file of cluster member ``node``: the inverse of reading [cluster].
+    `local-cluster` and the process clusters of elasticmq_py/testing write their nodes' files
+    with it. ``secret_file``: name that file instead of writing the secret itself."""
+    d = node.to_dict()
+    cluster: dict[str, Any] = {"name": d["cluster"], "self": d["self"]}
+    if secret_file is not None:
+        cluster["secret-file"] = secret_file
+    else:
+        cluster["secret"] = d["secret"]
+    cluster.update({k: v for k, v in d.get("node", {}).items() if k in ("history", "state-dir", "raft-bind")})
+    cluster["nodes"] = d["nodes"]
+    if d["links"]:
+        cluster["links"] = d["links"]
+    cluster["timing"] = d["timing"]
+    cluster["replication"] = d["replication"]
+    top: dict[str, Any] = {"host": host, "port": port}
+    if limits is not None:
+        top["limits"] = limits
+    top["cluster"] = cluster
+    return "\n".join(_toml_lines(top, [])) + "\n"
+
+
+def _toml_lines(table: Mapping[str, Any], path: list[str]) -> list[str]:
+    # Python reads TOML (tomllib) but has no writer; this covers the shapes above (scalars,
+    # tables, arrays of tables) in a dozen lines instead of another dependency.
+    def key(k: str) -> str:
+        return k if k.replace("-", "").replace("_", "").isalnum() else json.dumps(k)
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        return json.dumps(str(v))   # a JSON string literal is a valid TOML basic string
+
+    out = [f"{key(k)} = {value(v)}" for k, v in table.items() if not isinstance(v, (dict, list))]
+    for k, v in table.items():
+        if isinstance(v, dict):
+            header = [] if all(isinstance(x, dict) for x in v.values()) else [f"[{'.'.join(key(p) for p in path + [k])}]"]
+            out += ([""] + header if header else []) + _toml_lines(v, path + [k])
+        elif isinstance(v, list):
+            for item in v:
+                out += ["", f"[[{'.'.join(key(p) for p in path + [k])}]]"] + _toml_lines(item, path + [k])
+    return out

@@ -53,10 +53,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster.config import Address, ClusterConfig, NodeConfig, NodeSpec, Replication
 from cluster.status import NodeStatus
 
 from elasticmq_py import loglevel
-from elasticmq_py.config import DEFAULT_PORT
+from elasticmq_py.config import DEFAULT_PORT, server_toml
 
 HOST = "127.0.0.1"
 RAFT_OFFSET = 10_000
@@ -129,33 +130,26 @@ def plan_ports(nodes: int, base: int) -> list[NodePlan]:
 
 # -- configuration files ------------------------------------------------------------------------
 
-def _s(v: Any) -> str:
-    # A JSON string literal is a valid TOML basic string (the standard library reads TOML only).
-    return json.dumps(v)
-
-
-def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool) -> str:
-    """The `serve --config` file of node ``me``; relative paths resolve against its directory."""
-    out = [f"host = {_s(HOST)}", f"port = {me.http}", "",
-           "[cluster]", 'name = "local"', f"self = {_s(me.name)}", 'secret-file = "secret"',
-           f"history = {_s(me.name + '.history.jsonl')}", f"state-dir = {_s(me.name + '.state')}", ""]
-    for n in plan:
-        out += ["[[cluster.nodes]]", f"name = {_s(n.name)}", f"raft = {_s(f'{HOST}:{n.raft}')}",
-                f"stream = {_s(f'{HOST}:{n.stream}')}", f"http = {_s(f'{HOST}:{n.http}')}", ""]
-    out += ["[cluster.replication]", f"policy = {_s(policy)}", f"forward = {'true' if forward else 'false'}"]
-    return "\n".join(out) + "\n"
+def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, secret: str) -> str:
+    """The `serve --config` file of node ``me``; relative paths resolve against its directory,
+    and the secret is read from the file ``secret`` there."""
+    nodes = tuple(NodeSpec(n.name, Address(HOST, n.raft), Address(HOST, n.stream), Address(HOST, n.http))
+                  for n in plan)
+    cluster = ClusterConfig("local", secret, nodes, replication=Replication(policy=policy, forward=forward))
+    node = NodeConfig(me.name, cluster, history_path=f"{me.name}.history.jsonl", state_dir=f"{me.name}.state")
+    return server_toml(node, host=HOST, port=me.http, secret_file="secret")
 
 
 def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: bool) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    secret = directory / "secret"
-    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    secret = secrets.token_urlsafe(32)
+    fd = os.open(directory / "secret", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(32) + "\n")
+        f.write(secret + "\n")
     paths = {}
     for me in plan:
         path = directory / f"{me.name}.toml"
-        path.write_text(node_toml(plan, me, policy, forward))
+        path.write_text(node_toml(plan, me, policy, forward, secret))
         paths[me.name] = path
     return paths
 

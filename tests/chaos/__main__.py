@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from tests.chaos.scenarios import COMBOS, SCENARIOS, SHORT_SUITE, Result, run_scenario
-from tests.cluster.harness import PORT_SLOT_ENV
+from elasticmq_py.testing.cluster import PORT_SLOT_ENV
 
 COLUMNS = ("acked", "lost", "unexpected", "duplicated", "in_window", "lost_deletes", "recovered", "order",
            "two_masters", "divergence")

@@ -33,8 +33,8 @@ from typing import Any, Callable, Iterable
 
 from cluster.checker import History, Verdict, check, load_dir
 from cluster.config import Timing
-from tests.cluster.harness import check_views
-from tests.cluster.servers import ServerCluster
+from elasticmq_py.testing.cluster import check_views
+from elasticmq_py.testing.cluster import Cluster
 from tests.cluster.workload import VISIBILITY, Nemesis, Recorder, bulk_fill, record_digests
 
 # The chaos clusters share two cores with their clients, the proxy server and possibly another
@@ -133,7 +133,7 @@ class Run:
         self.problems: list[str] = []
         self.checks: list[Check] = []
         self.names = [f"n{i}" for i in range(1, sc.nodes + 1)]
-        self.c = ServerCluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice)
+        self.c = Cluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice)
         self.c.replication_config = {"policy": policy, **sc.replication}
         self.nemesis: Nemesis | None = None
         self.recorders: list[Recorder] = []
@@ -283,7 +283,7 @@ def office_kept(history: History, master: str, since: float, until: float) -> li
     return out
 
 
-def _urls(c: ServerCluster, nodes: Callable[[], Iterable[str]]) -> Callable[[], dict[str, str]]:
+def _urls(c: Cluster, nodes: Callable[[], Iterable[str]]) -> Callable[[], dict[str, str]]:
     def urls() -> dict[str, str]:
         alive = set(c.alive())
         return {n: c.url(n) for n in nodes() if n in alive}
@@ -508,7 +508,7 @@ def restart_empty(run: Run) -> None:
     run.observe(transfer=lt)
 
 
-def _transfer_after(c: ServerCluster, node: str, since: float) -> dict[str, Any] | None:
+def _transfer_after(c: Cluster, node: str, since: float) -> dict[str, Any] | None:
     st = c.status(node)
     lt = (st or {}).get("replication", {}).get("last_transfer")
     if lt and lt.get("direction") == "received" and (lt.get("at") or 0) > since:
@@ -593,7 +593,7 @@ def _first_throttle(samples: list[dict[str, Any]]) -> float:
     return min((s["t"] for s in samples if s["throttling"]), default=float("inf"))
 
 
-def _sample(c: ServerCluster, master: str, replica: str, until: float,
+def _sample(c: Cluster, master: str, replica: str, until: float,
             done: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
     """The master's view of one replica, every 0.2 s, until ``done(samples)`` or ``until``."""
     out: list[dict[str, Any]] = []
@@ -693,7 +693,7 @@ SHORT_SUITE = ("partitions", "partitions-5", "process-faults", "flapping", "rest
 
 # -- running one ------------------------------------------------------------------------------------
 
-def _setup_queues(c: ServerCluster, names: list[str]) -> str:
+def _setup_queues(c: Cluster, names: list[str]) -> str:
     """Create the workload's queues; -> the master. Set-up, not under test: a master that lost
     its lease for a moment on a loaded machine (a retryable 503) is simply asked again."""
     from botocore.exceptions import ClientError

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 from tests.chaos.scenarios import CHAOS_TIMING
-from tests.cluster.servers import ServerCluster
+from elasticmq_py.testing.cluster import Cluster
 from tests.cluster.workload import bulk_fill
 
 
 def probe(rate_kb: int, messages: int = 8000, body: int = 1000, limit_s: float = 90.0) -> float | None:
     folder = Path(tempfile.mkdtemp(prefix=f"transfer-probe-{rate_kb}-"))
-    c = ServerCluster(folder, ["n1", "n2", "n3"], timing=CHAOS_TIMING, toxiproxy=True)
+    c = Cluster(folder, ["n1", "n2", "n3"], timing=CHAOS_TIMING, toxiproxy=True)
     c.replication_config = {"log-limit-mb": 1}
     try:
         c.start_all(parallel=True)

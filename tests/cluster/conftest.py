@@ -5,7 +5,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tests.cluster.harness import Cluster, check_single_master, check_views
+from elasticmq_py.testing.cluster import Cluster, check_single_master, check_views
 
 
 @pytest.fixture
@@ -13,8 +13,8 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     """Builds clusters that are torn down, and whose histories are checked, after the test."""
     made: list[Cluster] = []
 
-    def make(names: list[str], cls: type[Cluster] = Cluster, **kw) -> Cluster:
-        c = cls(tmp_path / f"c{len(made)}", names, **kw)
+    def make(names: list[str], **kw) -> Cluster:
+        c = Cluster(tmp_path / f"c{len(made)}", names, **kw)
         c.tmp.mkdir()
         made.append(c)
         return c

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.harness import active_intervals, check_single_master, check_views
+from elasticmq_py.testing.cluster import active_intervals, check_single_master, check_views
 
 
 def ev(node, ts, event, **kw):

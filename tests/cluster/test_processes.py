@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.cluster.harness import Cluster
+from elasticmq_py.testing.cluster import Cluster
 
 pytestmark = pytest.mark.slow
 

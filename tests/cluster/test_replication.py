@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from cluster.checker import check_dir
 from cluster.config import Timing
-from tests.cluster.servers import ServerCluster
+from elasticmq_py.testing.cluster import Cluster
 from tests.cluster.workload import Nemesis, Recorder, queue_url, record_digests, sqs_client
 
 pytestmark = pytest.mark.slow
@@ -33,19 +33,19 @@ LOADED = Timing(heartbeat=0.1, election_min=0.8, election_max=1.6, vote_guard=0.
 QUEUES = ("jobs", "orders.fifo")
 
 
-def _setup_queues(c: ServerCluster, node: str) -> None:
+def _setup_queues(c: Cluster, node: str) -> None:
     sqs = c.sqs(node)
     sqs.create_queue(QueueName="jobs")
     sqs.create_queue(QueueName="orders.fifo", Attributes={"FifoQueue": "true"})
 
 
-def _urls(c: ServerCluster, among: list[str] | None = None):
+def _urls(c: Cluster, among: list[str] | None = None):
     def urls() -> dict[str, str]:
         return {n: c.url(n) for n in (among or c.alive())}
     return urls
 
 
-def _finish(c: ServerCluster, recorders: list[Recorder], survivors: list[str], master: str) -> None:
+def _finish(c: Cluster, recorders: list[Recorder], survivors: list[str], master: str) -> None:
     """Heal is done: drain through the master, record digests once converged, check."""
     for r in recorders:
         r.stop()
@@ -64,12 +64,12 @@ def _finish(c: ServerCluster, recorders: list[Recorder], survivors: list[str], m
     assert acked > 20, f"too little acknowledged work to mean anything: {verdict.summary('majority')}"
 
 
-def _recorders(c: ServerCluster, n: int, urls) -> list[Recorder]:
+def _recorders(c: Cluster, n: int, urls) -> list[Recorder]:
     return [Recorder(f"c{i}", c.tmp / f"c{i}.jsonl", urls, QUEUES, seed=i) for i in range(n)]
 
 
 def test_sends_through_every_endpoint_land_once_and_in_order(make_cluster):
-    c = make_cluster(THREE, cls=ServerCluster)
+    c = make_cluster(THREE)
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
     # a stable view does not yet mean each replica's stream link to the master is up, and
@@ -122,7 +122,7 @@ def test_sends_through_every_endpoint_land_once_and_in_order(make_cluster):
 
 
 def test_kill_master_under_load_loses_nothing_acknowledged(make_cluster):
-    c = make_cluster(THREE, cls=ServerCluster)
+    c = make_cluster(THREE)
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
     _setup_queues(c, master)
@@ -150,7 +150,7 @@ def test_kill_master_under_load_loses_nothing_acknowledged(make_cluster):
 
 
 def test_an_isolated_master_is_reset_and_its_minority_never_succeeds(make_cluster):
-    c = make_cluster(THREE, cls=ServerCluster, proxied=True)
+    c = make_cluster(THREE, proxied=True)
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
     _setup_queues(c, master)
@@ -210,7 +210,7 @@ def _fill(url: str, queue: str, count: int, threads: int = 4) -> None:
 
 
 def test_a_fresh_node_joins_100k_messages_while_writes_continue(make_cluster):
-    c = make_cluster(THREE, cls=ServerCluster, timing=LOADED)
+    c = make_cluster(THREE, timing=LOADED)
     # A small replication log, so that the joiner is behind its start: a state transfer, not a
     # replay of the log, must bring it up.
     c.replication_config = {"policy": "majority", "log-limit-mb": 1}
@@ -260,7 +260,7 @@ def test_a_fresh_node_joins_100k_messages_while_writes_continue(make_cluster):
 
 
 def test_forwarding_off_refuses_on_replicas_with_a_retryable_503(make_cluster):
-    c = make_cluster(THREE, cls=ServerCluster)
+    c = make_cluster(THREE)
     c.replication_config = {"forward": False}
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)

@@ -18,15 +18,14 @@ import urllib.request
 import pytest
 
 from elasticmq_py import cli
-from tests.cluster.harness import REPO
-from tests.cluster.servers import ServerCluster
+from elasticmq_py.testing.cluster import Cluster
 
 pytestmark = pytest.mark.slow
 
 THREE = ["n1", "n2", "n3"]
 
 
-def _health_is(c: ServerCluster, active: str, names: list[str]):
+def _health_is(c: Cluster, active: str, names: list[str]):
     """/health?role=master is 200 on the active master only; /health on every named member."""
     def pred() -> bool:
         return (all(c.health(n, "master") == (200 if n == active else 503) for n in names)
@@ -35,13 +34,12 @@ def _health_is(c: ServerCluster, active: str, names: list[str]):
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
-    p = subprocess.run([sys.executable, "-m", "elasticmq_py", *argv], capture_output=True, text=True,
-                       cwd=str(REPO), timeout=30)
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", *argv], capture_output=True, text=True, timeout=30)
     return p.returncode, p.stdout, p.stderr
 
 
 def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
-    c = make_cluster(THREE, cls=ServerCluster)
+    c = make_cluster(THREE)
     c.start_all()
     master = c.wait_for("an active master", c.stable_master(members=set(THREE)), 15)
     c.wait_for("/health?role=master is 200 on the master only", _health_is(c, master, THREE), 5)
@@ -120,14 +118,14 @@ def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
     assert c.health(last, "master") == 503
 
 
-def _secret_file(c: ServerCluster) -> str:
+def _secret_file(c: Cluster) -> str:
     path = c.tmp / "secret.txt"
     path.write_text(c.secret + "\n")
     return str(path)
 
 
 def test_members_add_and_remove_through_the_cli(make_cluster):
-    c = make_cluster(["n1", "n2", "n3", "n4"], cls=ServerCluster)
+    c = make_cluster(["n1", "n2", "n3", "n4"])
     for n in THREE:
         c.cluster_for[n] = THREE   # n4 knows them all; they learn of n4 only when it is added
     for n in THREE:
@@ -157,7 +155,7 @@ def test_members_add_and_remove_through_the_cli(make_cluster):
 
 def test_five_servers_kill_and_sigstop(make_cluster):
     names = ["n1", "n2", "n3", "n4", "n5"]
-    c = make_cluster(names, cls=ServerCluster)
+    c = make_cluster(names)
     c.start_all()
     first = c.wait_for("first master", c.stable_master(members=set(names)), 15)
     c.kill(first)

@@ -1,4 +1,4 @@
-"""Failover measurements with real processes: `python -m tests.cluster.measure_failover --trials 20`.
+"""Failover measurements with real processes: `python -m bench.failover_measure --trials 20`.
 
 Per trial on one 3-node cluster (the victim is restarted between trials):
 * kill:    SIGKILL the active master; time until a new master is active (from its history).
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.cluster.harness import Cluster, check_single_master, check_views
+from elasticmq_py.testing.cluster import Cluster, check_single_master, check_views
 
 ALL = ["n1", "n2", "n3"]
 
@@ -49,10 +49,9 @@ def _summary(xs: list[float]) -> dict[str, float]:
             "max_s": round(max(xs), 4), "min_s": round(min(xs), 4)} if xs else {"n": 0}
 
 
-def run(trials: int, workdir: Path, cls: type[Cluster] = Cluster) -> dict:
-    """`cls` picks the node processes: Cluster (python -m cluster.node, membership only) or
-    tests.cluster.servers.ServerCluster (elasticmq-py serve with a [cluster] section)."""
-    c = cls(workdir, ALL)
+def run(trials: int, workdir: Path) -> dict:
+    """Trials on three `elasticmq-py serve` processes (elasticmq_py/testing/cluster.py)."""
+    c = Cluster(workdir, ALL)
     kill_times: list[float] = []
     stop_inactive: list[float] = []
     stop_new_active: list[float] = []
@@ -94,7 +93,7 @@ def run(trials: int, workdir: Path, cls: type[Cluster] = Cluster) -> dict:
     check_single_master(c.histories(), c.kills)
     return {
         "trials": trials,
-        "nodes": "elasticmq-py serve" if cls is not Cluster else "python -m cluster.node",
+        "nodes": "elasticmq-py serve",
         "timing": {k: getattr(c.timing, k) for k in ("heartbeat", "election_min", "election_max",
                                                       "vote_guard", "lease", "leader_fallback")},
         "kill_to_new_active": _summary(kill_times),
@@ -110,14 +109,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--out", help="write the full result as JSON here")
-    p.add_argument("--servers", action="store_true", help="measure elasticmq-py servers, not bare membership nodes")
     args = p.parse_args()
-    cls = Cluster
-    if args.servers:
-        from tests.cluster.servers import ServerCluster
-        cls = ServerCluster
     with tempfile.TemporaryDirectory(prefix="failover-") as d:
-        result = run(args.trials, Path(d), cls)
+        result = run(args.trials, Path(d))
     raw = result.pop("raw")
     print(json.dumps(result, indent=2))
     if args.out:

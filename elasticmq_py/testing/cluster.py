@@ -1,9 +1,14 @@
-"""Real membership nodes as processes on loopback, with optional per-link proxies, and the
-history checks every test applies (identical view sequences, never two active masters).
+"""Real cluster members as processes on loopback, with per-link proxies and the history checks
+every test applies (identical view sequences, never two active masters).
+
+Each node is an ``elasticmq-py serve`` process with a [cluster] section (written with
+elasticmq_py/config.py's ``server_toml``, as `local-cluster` writes its own); its "admin" address
+is its SQS endpoint, which answers GET /cluster. Our own tests and benchmarks build on it, and so
+can a user's: it needs the test extra (toxiproxy-python, boto3) only for what uses them.
 
 Two kinds of link proxies, one per directed link and per protocol (Raft and mutation stream):
 
-* ``proxied=True``: the small in-process LinkProxy (tests/cluster/proxy.py), cut and heal only.
+* ``proxied=True``: the small in-process LinkProxy (linkproxy.py), cut and heal only.
 * ``toxiproxy=True``: proxies on a Toxiproxy server (the builtin ``elasticmq-py toxiproxy`` or a
   real ``toxiproxy-server``, as ELASTICMQ_PY_TOXIPROXY chooses), driven through the unmodified
   toxiproxy-python client, so links can also be slowed, throttled, reset or black-holed.
@@ -31,11 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cluster.config import Address, ClusterConfig, LinkAddrs, NodeConfig, NodeSpec, Timing
+from cluster.config import Address, ClusterConfig, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
 from cluster.history import read_history
-from tests.cluster.proxy import LinkProxy, ProxyLoop
+from elasticmq_py.config import server_toml
+from elasticmq_py.testing.linkproxy import LinkProxy, ProxyLoop
 
-REPO = Path(__file__).resolve().parents[2]
+SECRET_HEADER = "X-Cluster-Secret"
 
 
 def _port_is_free(port: int) -> bool:
@@ -282,6 +288,8 @@ class Cluster:
     nice: int = 0
     secret: str = "test-secret"
     secrets: dict[str, str] = field(default_factory=dict)   # per-node override (wrong-secret test)
+    replication_config: dict[str, Any] = field(default_factory=dict)   # [cluster.replication] keys
+    limits: str = "strict"
     cluster_for: dict[str, list[str]] = field(default_factory=dict)  # per-node member list (join test)
     procs: dict[str, Proc] = field(default_factory=dict)
     kills: dict[str, list[float]] = field(default_factory=dict)  # wall times each node was killed
@@ -356,7 +364,8 @@ class Cluster:
         members = set(self.cluster_for.get(name, self.names))
         cluster = ClusterConfig(cluster.name, self.secrets.get(name, cluster.secret),
                                 tuple(s for s in cluster.nodes if s.name in members),
-                                {k: v for k, v in cluster.links.items() if set(k) <= members}, cluster.timing)
+                                {k: v for k, v in cluster.links.items() if set(k) <= members}, cluster.timing,
+                                Replication.from_dict(self.replication_config))
         return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"),
                           state_dir=str(self.tmp / f"{name}.state"))
 
@@ -367,14 +376,12 @@ class Cluster:
         return self.tmp / f"{name}.toml"
 
     def _spawn(self, name: str) -> subprocess.Popen:
-        from tests.cluster.servers import server_toml
         path = self.config_path(name)
-        path.write_text(server_toml(self, name))
+        path.write_text(server_toml(self.config_for(name), host="127.0.0.1", port=0, limits=self.limits))
         err = open(self.tmp / f"{name}.log", "ab")
-        env = dict(os.environ, PYTHONPATH=str(REPO))
         return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "elasticmq_py", "serve", "--config",
                                  str(path), "--print-port", "--log-level", "INFO"],
-                                stdout=subprocess.PIPE, stderr=err, cwd=str(REPO), env=env)
+                                stdout=subprocess.PIPE, stderr=err, cwd=str(self.tmp))
 
     def _nice_prefix(self) -> list[str]:
         # nice(1) execs the node in its own place (same pid, so signals reach the node); a
@@ -466,7 +473,7 @@ class Cluster:
         data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
         headers = {}
         if secret is not None:
-            headers["X-Cluster-Secret"] = self.secret if secret == "default" else secret
+            headers[SECRET_HEADER] = self.secret if secret == "default" else secret
         req = urllib.request.Request(f"http://{self.procs[name].admin}{path}", data=data, method=method,
                                      headers=headers)
         try:
@@ -516,6 +523,56 @@ class Cluster:
 
     def histories(self) -> dict[str, list[dict[str, Any]]]:
         return {n: self.history(n) for n in self.names}
+
+    # -- the nodes' own routes --------------------------------------------------------------------------
+
+    def url(self, name: str) -> str:
+        return f"http://{self.procs[name].admin}"
+
+    def replication(self, name: str, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The node's replication status with its state digest (GET /cluster?digest=1)."""
+        try:
+            with urllib.request.urlopen(self.url(name) + "/cluster?digest=1", timeout=timeout) as r:
+                return json.loads(r.read())["replication"]
+        except OSError:
+            return None
+
+    def converged(self, names: list[str]) -> bool:
+        """Every named node holds the same log position and the same state digest. The digest
+        is O(state) and computed on the node's loop, so it is asked for only once the cheap
+        log positions agree (polling it would stall the nodes under test)."""
+        sts = [self.status(n) for n in names]
+        if any(s is None for s in sts) or len({s["replication"]["log"]["last_seq"] for s in sts}) != 1:
+            time.sleep(0.2)
+            return False
+        reps = [self.replication(n, timeout=30) for n in names]
+        if any(r is None for r in reps):
+            return False
+        if len({(r["log"]["last_seq"], r["digest"]) for r in reps}) == 1:
+            return True
+        time.sleep(0.5)
+        return False
+
+    def health(self, name: str, role: str | None = None, timeout: float = 2.0) -> int | None:
+        return self.health_doc(name, role, timeout)[0]
+
+    def health_doc(self, name: str, role: str | None = None, timeout: float = 2.0) -> tuple[int | None, dict]:
+        """GET /health (``role``: its role parameter): the status code and the JSON body."""
+        path = "/health" + (f"?role={role}" if role is not None else "")
+        try:
+            with urllib.request.urlopen(self.url(name) + path, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+        except OSError:
+            return None, {}
+
+    def sqs(self, name: str, **config: Any):
+        import boto3
+        from botocore.config import Config
+        return boto3.client("sqs", endpoint_url=self.url(name), region_name="us-east-1",
+                            aws_access_key_id="x", aws_secret_access_key="x",
+                            config=Config(**config))
 
     # -- the proxies: nemesis helpers ------------------------------------------------------------------
 
