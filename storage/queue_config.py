@@ -7,6 +7,7 @@ set; ``QueueConfig`` is the parsed view the engine uses on its hot paths.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -25,6 +26,7 @@ SETTABLE = ("DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod", "Rec
 ALL_NAMES = frozenset(SETTABLE + COMPUTED)
 
 DEDUP_WINDOW_MS = 5 * 60 * 1000
+_SQS_ARN = re.compile(r"arn:[^:]+:sqs:[^:]+:[^:]+:[^:]+")
 MAX_RECEIVE_COUNT_LIMIT = 1000
 
 
@@ -176,7 +178,8 @@ def parse_redrive_policy(value: str) -> RedrivePolicy:
         if required not in doc:
             raise bad(f"Redrive policy does not contain mandatory attribute: {required}.")
     arn, count = doc["deadLetterTargetArn"], doc["maxReceiveCount"]
-    if not isinstance(arn, str):
+    if not isinstance(arn, str) or not _SQS_ARN.fullmatch(arn):
+        # checked before any lookup: LocalStack's AWS-recorded test_invalid_dead_letter_arn_rejected_before_lookup
         raise bad("Invalid value for deadLetterTargetArn.")
     extra = set(doc) - {"deadLetterTargetArn", "maxReceiveCount"}
     if extra:

@@ -529,6 +529,14 @@ def test_redrive_policy_missing_field(sqs, missing):
     assert f"Redrive policy does not contain mandatory attribute: {missing}." in err.message
 
 
+def test_redrive_target_that_is_no_arn_is_refused_before_any_lookup(sqs):
+    # LocalStack's AWS-recorded test_invalid_dead_letter_arn_rejected_before_lookup (2022 recording).
+    value = json.dumps({"deadLetterTargetArn": "dummy", "maxReceiveCount": 42})
+    err = sqs.fail(CreateQueue(NS, "src", {"RedrivePolicy": value}), INVALID_PARAMETER_VALUE)
+    assert err.message == (f"Value {value} for parameter RedrivePolicy is invalid. "
+                           "Reason: Invalid value for deadLetterTargetArn.")
+
+
 def test_redrive_target_must_exist(sqs):
     ghost = NS.key("ghost")
     err = sqs.fail(CreateQueue(NS, "src", {"RedrivePolicy": redrive(ghost)}), INVALID_PARAMETER_VALUE)
