@@ -195,10 +195,13 @@ def render(action: str, output: dict | None, request_id: str, model: ServiceMode
         return _render_json(action, op, output, request_id)
     out = [f'<?xml version="1.0"?><{action}Response xmlns="{model.namespace}">']
     if op.output is not None and op.result_wrapper:
-        out.append(f"<{op.result_wrapper}>")
         if output:
+            out.append(f"<{op.result_wrapper}>")
             _members(op.output, output, out)
-        out.append(f"</{op.result_wrapper}>")
+            out.append(f"</{op.result_wrapper}>")
+        else:   # <ReceiveMessageResult/>, as AWS answers an empty receive (LocalStack's
+            # AWS-validated test_get_send_and_receive_messages)
+            out.append(f"<{op.result_wrapper}/>")
     out.append(f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
                f"</{action}Response>")
     return 200, (("Content-Type", CONTENT_TYPE), ("x-amzn-RequestId", request_id)), \
