@@ -32,7 +32,7 @@ from storage.commands import (
     SendMessageBatchEntry, SetQueueAttributes, StartMessageMoveTask, TagQueue, Tick, UntagQueue,
 )
 from storage.errors import (
-    BATCH_REQUEST_TOO_LONG, INVALID_ATTRIBUTE_NAME, INVALID_PARAMETER_VALUE,
+    BATCH_REQUEST_TOO_LONG, INVALID_ATTRIBUTE_NAME, INVALID_PARAMETER_VALUE, MESSAGE_NOT_INFLIGHT,
     OVER_LIMIT, PURGE_QUEUE_IN_PROGRESS, QUEUE_DELETED_RECENTLY, QUEUE_NAME_EXISTS,
     RECEIPT_HANDLE_IS_INVALID, RESOURCE_NOT_FOUND, UNSUPPORTED_OPERATION, SqsError, invalid_parameter,
     missing_parameter, queue_does_not_exist,
@@ -850,14 +850,24 @@ class Storage:
         if msg is None:
             raise invalid_parameter("ReceiptHandle", handle,
                                     "Message does not exist or is not available for visibility timeout change")
-        if msg.receive_count == 0 or msg.visible_ms <= now:
-            # Not in flight: AWS answers 200 and the message stays visible (LocalStack's
+        if q.fifo:
+            # FIFO: AWS's answers are recorded for standard queues only (below). A FIFO queue
+            # keeps its handles strict, as its DeleteMessage is known to (an expired handle is
+            # refused): only the current handle of a message in flight changes it. The cluster
+            # checker's FIFO order rule also counts on an ok change having been applied.
+            if msg.receipt != handle:
+                raise invalid_parameter("ReceiptHandle", handle,
+                                        "Message does not exist or is not available for visibility timeout change")
+            if msg.visible_ms <= now:
+                raise MESSAGE_NOT_INFLIGHT("The message referred to is not in flight.")
+        elif msg.receive_count == 0 or msg.visible_ms <= now:
+            # Standard, not in flight: AWS answers 200 and the message stays visible (LocalStack's
             # AWS-validated test_change_message_visibility_after_visibility_timeout_expiration;
             # JustEat LocalSqsSnsMessaging's ChangeMessageVisibilityAsync_MessageNotInFlight,
             # verified against AWS).
             return
-        # A handle from an earlier receive (superseded since) changes the message too, as AWS
-        # does: LocalStack's AWS-validated test_terminate_visibility_timeout_after_receive.
+        # Standard: a handle from an earlier receive (superseded since) changes the message too,
+        # as AWS does: LocalStack's AWS-validated test_terminate_visibility_timeout_after_receive.
         if self.limits.strict and now + timeout * 1000 > msg.last_receive_ms + MAX_VISIBILITY_TOTAL_MS:
             raise invalid_parameter("VisibilityTimeout", timeout,
                                     "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]")

@@ -51,6 +51,7 @@ class SqsError(Exception):
 QUEUE_DOES_NOT_EXIST = ErrorKind("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
 QUEUE_NAME_EXISTS = ErrorKind("QueueNameExists", "QueueAlreadyExists")
 QUEUE_DELETED_RECENTLY = ErrorKind("QueueDeletedRecently", "AWS.SimpleQueueService.QueueDeletedRecently")
+MESSAGE_NOT_INFLIGHT = ErrorKind("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight")
 RECEIPT_HANDLE_IS_INVALID = ErrorKind("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid")
 PURGE_QUEUE_IN_PROGRESS = ErrorKind("PurgeQueueInProgress", "AWS.SimpleQueueService.PurgeQueueInProgress", 403)
 TOO_MANY_ENTRIES = ErrorKind("TooManyEntriesInBatchRequest", "AWS.SimpleQueueService.TooManyEntriesInBatchRequest")

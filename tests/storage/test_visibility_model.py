@@ -7,9 +7,10 @@ AWS's recorded answers show (LocalStack's AWS-validated FIFO tests, named in sto
 plus our choice where AWS promises nothing: a standard queue hands out its oldest visible messages
 first (our choice); a FIFO queue serves a group only while its oldest message is visible, takes
 the group's visible run up to its first message in flight, and serves groups in order of the
-time their oldest message became visible. A visibility change through any handle of a message in
-flight (a superseded one too) takes effect; on a message not in flight it succeeds and changes
-nothing.
+time their oldest message became visible. On a standard queue a visibility change through any
+handle of a message in flight (a superseded one too) takes effect, and on a message not in flight
+it succeeds and changes nothing (AWS's recorded answers); a FIFO queue takes only the current
+handle of a message in flight and refuses the others (our choice: AWS's answer is unknown).
 """
 
 from __future__ import annotations
@@ -139,8 +140,22 @@ class VisibilityMachine(RuleBasedStateMachine):
         handle = data.draw(st.sampled_from(m.handles))   # the current one or a superseded one
         q = self.queue(fifo)
         now = self.clock.now_ms()
-        self.storage.execute(ChangeMessageVisibility(q, handle, seconds))
-        if self.models[q].in_flight(m, now):
+        in_flight = self.models[q].in_flight(m, now)
+        if fifo:
+            # FIFO keeps its handles strict (AWS's answer is unknown there): only the current
+            # handle of a message in flight changes it.
+            try:
+                self.storage.execute(ChangeMessageVisibility(q, handle, seconds))
+            except SqsError as err:
+                if handle != m.receipt:
+                    assert err.code == "InvalidParameterValue", err
+                else:
+                    assert not in_flight and err.code == "AWS.SimpleQueueService.MessageNotInflight", err
+                return
+            assert in_flight and handle == m.receipt, "only the current handle of a message in flight"
+        else:
+            self.storage.execute(ChangeMessageVisibility(q, handle, seconds))
+        if in_flight:
             m.visible_at = now + seconds * 1000
 
     @rule(ms=st.sampled_from((1, 999, 1000, 2500, 5000, 11_000)))
