@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
 
 JSON, QUERY = "json", "query"
+QUERY_JSON = "query-json"   # a Query request answered in JSON (it sent Accept: application/json)
 _INTERNAL_MESSAGE = "We encountered an internal error. Please try again."
 
 
@@ -142,8 +143,10 @@ class Endpoint:
                 raise perr.UNSUPPORTED_MEDIA(
                     "Requests must be application/x-www-form-urlencoded (Query) or carry "
                     "X-Amz-Target (JSON 1.0).")
+            if "application/json" in headers.get("accept", ""):
+                call.proto = QUERY_JSON
             form = query_proto.parse_form(req.query, body)
-            call.action = query_proto.action_of(form, self.model)
+            call.action = query_proto.action_of(form, self.model, req.path)
             params = query_proto.parse(call.action, form, self.model, req.path)
         region = region_from_headers(headers, form, self.config.region)
         ns = self._namespaces.get(region)
@@ -151,7 +154,8 @@ class Endpoint:
             if len(self._namespaces) >= 256:   # regions come from clients: keep the cache bounded
                 self._namespaces.clear()
             ns = self._namespaces[region] = Namespace(region, self.config.account_id)
-        ctx = RequestContext(ns, base_url(headers, self.config.fallback_host), call.request_id)
+        ctx = RequestContext(ns, base_url(headers, self.config.fallback_host), call.request_id,
+                             headers.get("x-amzn-trace-id"))
         return requests.to_command(call.action, params, ctx), ctx
 
     def _answer(self, reply: Reply, call: "_Call", command: Command, ctx: RequestContext, result,
@@ -207,7 +211,8 @@ class Endpoint:
         if call.proto == JSON:
             status, headers, body = json_proto.render(output, call.request_id)
         else:
-            status, headers, body = query_proto.render(call.action, output, call.request_id, self.model)
+            status, headers, body = query_proto.render(call.action, output, call.request_id, self.model,
+                                                       call.proto == QUERY_JSON)
         self.metrics.observe(call.action, "ok", _perf_counter() - call.started)
         return HttpResponse(status, headers, body)
 
@@ -215,7 +220,8 @@ class Endpoint:
         if call.proto == JSON:
             status, headers, body = json_proto.render_error(err, call.request_id)
         else:
-            status, headers, body = query_proto.render_error(err, call.request_id, self.model.namespace)
+            status, headers, body = query_proto.render_error(err, call.request_id, self.model.namespace,
+                                                             call.proto == QUERY_JSON)
         outcome = "client_error" if err.sender_fault else "server_error"
         self.metrics.observe(call.action, outcome, _perf_counter() - call.started, err.kind.query_code)
         return HttpResponse(status, headers, body)

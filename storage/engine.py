@@ -46,8 +46,8 @@ from storage.mutations import (
     QueueDeleted, QueuePurged, QueueRestored, QueueUpdated, StorageRestored, TombstoneCleared,
 )
 from storage.queue_config import (
-    ALL_NAMES, COMPUTED, DEDUP_WINDOW_MS, FIFO_ONLY, invalid_value, parse_redrive_policy, validate,
-    with_defaults,
+    ALL_NAMES, COMPUTED, DEDUP_WINDOW_MS, FIFO_ONLY, invalid_value, parse_redrive_policy, sse_conflict,
+    validate, with_defaults,
 )
 from storage.results import (
     BatchResultError, CancelMessageMoveTaskResult, ChangeMessageVisibilityBatchResult,
@@ -63,6 +63,12 @@ log = logging.getLogger(__name__)
 QUEUE_TOMBSTONE_MS = 60_000
 PURGE_INTERVAL_MS = 60_000
 MAX_VISIBILITY_TOTAL_MS = 43_200_000
+# FIFO sequence numbers: AWS's are "large, non-consecutive" 20-digit numbers (SendMessage API
+# reference, whose example is 18849496460467696128). Ours are this base plus the send time in
+# ms shifted left by 16 bits (65,536 numbers per millisecond before the next one's range), and
+# never below the queue's next number, so that they only increase. They stay below 2^64, which
+# the codec needs, until the year 6000.
+SEQUENCE_BASE = 10**19
 SYSTEM_ATTRIBUTE_NAMES = frozenset((
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
     "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
@@ -70,8 +76,17 @@ SYSTEM_ATTRIBUTE_NAMES = frozenset((
 PERMISSION_ACTIONS = frozenset((
     "*", "SendMessage", "ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility",
     "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues", "PurgeQueue",
-    "ListQueueTags", "SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"))
+    "SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"))
+# Actions no other account can be granted ("Cross-account permissions don't apply to the
+# following actions", SQS Developer Guide, sqs-limitations-of-custom-policies).
+OWNER_ONLY_ACTIONS = frozenset((
+    "AddPermission", "CancelMessageMoveTask", "CreateQueue", "DeleteQueue", "ListMessageMoveTasks",
+    "ListQueues", "ListQueueTags", "RemovePermission", "SetQueueAttributes", "StartMessageMoveTask",
+    "TagQueue", "UntagQueue"))
 MAX_PERMISSION_ACTIONS = 7
+# AddPermission grants to accounts only: "does not support adding a non-account principal"
+# (AddPermission API reference).
+_ACCOUNT_ID_RE = re.compile(r"[0-9]{12}")
 # A snapshot's messages go out in groups (MessagesRestored) of at most this many, or as soon as
 # their bodies reach this size: small enough that one group never makes a big frame alone.
 SNAPSHOT_GROUP_MESSAGES = 64
@@ -321,9 +336,10 @@ class Storage:
             return CreateQueueResult(key)
         deleted = self._tombstones.get(key)
         if deleted is not None and now - deleted < QUEUE_TOMBSTONE_MS:
+            # LocalStack's AWS-validated test_create_queue_recently_deleted.
             raise QUEUE_DELETED_RECENTLY(
                 "You must wait 60 seconds after deleting a queue before you can create another "
-                "queue with the same name.")
+                "with the same name.")
         full = with_defaults(attrs, fifo)
         if full.get("DeduplicationScope") == "queue" and full.get("FifoThroughputLimit") == "perMessageGroupId":
             raise invalid_value("FifoThroughputLimit",
@@ -375,8 +391,11 @@ class Storage:
                 raise INVALID_ATTRIBUTE_NAME(f"Unknown Attribute {n}.")
         wanted = set(ALL_NAMES) if "All" in names else set(names)
         result: dict[str, str] = {}
+        kms = bool(q.attributes.get("KmsMasterKeyId"))
         for n, val in q.attributes.items():
-            if n in wanted:
+            # The data key reuse period means nothing without a KMS key, and AWS lists it only
+            # with one (LocalStack's AWS-validated test_set_queue_attributes_default_values).
+            if n in wanted and (kms or n != "KmsDataKeyReusePeriodSeconds"):
                 result[n] = val
         if wanted & set(COMPUTED):
             visible, inflight, delayed = q.stats(now)
@@ -401,8 +420,6 @@ class Storage:
         removed = {n for n, val in given.items() if n in REMOVABLE_ATTRIBUTES and val == ""}
         for n in removed:
             del given[n]
-        if "FifoQueue" in given:
-            raise INVALID_ATTRIBUTE_NAME("Unknown Attribute FifoQueue.")
         for n in removed:
             if n in FIFO_ONLY and not q.fifo:
                 raise INVALID_ATTRIBUTE_NAME(f"Unknown Attribute {n}.")
@@ -411,8 +428,7 @@ class Storage:
         merged.update(attrs)
         if merged.get("KmsMasterKeyId") and merged.get("SqsManagedSseEnabled") == "true":
             if "SqsManagedSseEnabled" in attrs:
-                raise invalid_value("SqsManagedSseEnabled",
-                                    "You can use one type of server-side encryption (SSE) at one time.")
+                raise sse_conflict()
             merged["SqsManagedSseEnabled"] = "false"
         if merged.get("DeduplicationScope") == "queue" and merged.get("FifoThroughputLimit") == "perMessageGroupId":
             raise invalid_value("FifoThroughputLimit",
@@ -452,12 +468,15 @@ class Storage:
         if raw:
             try:
                 doc = json.loads(raw)
-                if isinstance(doc, dict):
-                    doc.setdefault("Statement", [])
-                    return doc
             except ValueError:
-                pass
-        return {"Version": "2012-10-17", "Id": f"{q.arn}/SQSDefaultPolicy", "Statement": []}
+                doc = None
+            if isinstance(doc, dict):
+                statements = doc.get("Statement", [])
+                # A policy set by hand may hold a single statement as an object.
+                doc["Statement"] = [statements] if isinstance(statements, dict) else list(statements or ())
+                return doc
+        # The policy AddPermission writes on AWS (LocalStack's AWS-validated test_sqs_permission_lifecycle).
+        return {"Version": "2008-10-17", "Id": f"{q.arn}/SQSDefaultPolicy", "Statement": []}
 
     def _set_policy(self, q: Queue, doc: dict | None, now: int, out: list) -> None:
         attrs = dict(q.attributes)
@@ -480,13 +499,22 @@ class Storage:
             raise missing_parameter("Actions")
         for action in c.actions:
             if action not in PERMISSION_ACTIONS:
-                raise invalid_parameter("ActionName", action, "Only the queue owner is allowed to invoke this action")
+                reason = ("Only the queue owner is allowed to invoke this action" if action in OWNER_ONLY_ACTIONS
+                          else "Please refer to the appropriate WSDL for a list of valid actions")
+                raise invalid_parameter("ActionName", f"SQS:{action}", reason)
         if len(c.actions) > MAX_PERMISSION_ACTIONS:
             raise OVER_LIMIT(f"{len(c.actions)} Actions were found, maximum allowed is {MAX_PERMISSION_ACTIONS}.")
+        # Ids that are not account ids are left out; with none left, AWS names the whole list
+        # the way Java prints one ("Value [*] ... Unable to verify." in aws-sdk-core-ruby issue
+        # #138, "Value [<arn>] ... Reason: Unable to verify principal." in aws-cli issue #7416).
+        accounts = [a for a in c.account_ids if isinstance(a, str) and _ACCOUNT_ID_RE.fullmatch(a)]
+        if not accounts:
+            raise invalid_parameter("PrincipalId", f"[{', '.join(map(str, c.account_ids))}]",
+                                    "Unable to verify principal")
         doc = self._policy(q)
         if any(st.get("Sid") == c.label for st in doc["Statement"] if isinstance(st, dict)):
             raise invalid_parameter("Label", c.label, "Already exists")
-        principals = [f"arn:aws:iam::{a}:root" for a in c.account_ids]
+        principals = [f"arn:aws:iam::{a}:root" for a in accounts]
         doc["Statement"].append({
             "Sid": c.label, "Effect": "Allow",
             "Principal": {"AWS": principals[0] if len(principals) == 1 else principals},
@@ -502,7 +530,7 @@ class Storage:
         doc = self._policy(q)
         kept = [st for st in doc["Statement"] if not (isinstance(st, dict) and st.get("Sid") == c.label)]
         if len(kept) == len(doc["Statement"]):
-            raise invalid_parameter("Label", c.label, "can't find label on existing policy")
+            raise invalid_parameter("Label", c.label, "can't find label")
         doc["Statement"] = kept
         self._set_policy(q, doc if kept else None, now, out)
 
@@ -536,13 +564,20 @@ class Storage:
         if sys_attrs:
             v.check_message_attributes(sys_attrs, limits, system=True)
         if size > cfg.max_size:
+            # A batch entry gets other words for it (LocalStack's AWS-recorded test_send_batch_message_size).
+            verdict = "are invalid" if result is SendMessageResult else "cannot be validated"
             raise INVALID_PARAMETER_VALUE(
-                f"One or more parameters are invalid. Reason: Message must be shorter than {cfg.max_size} bytes.")
+                f"One or more parameters {verdict}. Reason: Message must be shorter than {cfg.max_size} bytes.")
         delay = e.delay_seconds
-        if delay is not None:
-            if q.fifo:
+        if delay is not None and q.fifo:
+            # FIFO queues take no per-message delay, but SDKs that always send the field send 0,
+            # which AWS accepts (the queue's own delay applies): LocalStack's AWS-validated
+            # test_fifo_queue_send_message_with_zero_delay_defaults_to_queue_delay.
+            if delay != 0:
                 raise invalid_parameter("DelaySeconds", delay,
                                         "The request include parameter that is not valid for this queue type")
+            delay = None
+        if delay is not None:
             v.check_int_range("DelaySeconds", delay, 0, limits.max_delay_seconds,
                               "DelaySeconds must be >= {lo} and <= {hi}")
             delay_ms = delay * 1000
@@ -565,12 +600,12 @@ class Storage:
                 dedup_id = hashlib.sha256(raw).hexdigest()
             else:
                 v.check_fifo_token("MessageDeduplicationId", dedup_id)
-            dkey = f"{group_id}\x00{dedup_id}" if cfg.dedup_by_group else dedup_id
+            dkey = f"{group_id}\x00{dedup_id}" if q.dedup_by_group else dedup_id
             seen = q.dedup.get(dkey)
             if seen is not None and seen.expires_ms > now:
                 return result(seen.message_id, md5_body, md5_attrs, md5_sys,
-                              f"{seen.sequence_number:020d}" if seen.sequence_number else None)
-            seq = q.next_sequence
+                              str(seen.sequence_number) if seen.sequence_number else None)
+            seq = _next_sequence(q, now)
             mid = self.ids.uuid()
             dedup = DedupEntry(dkey, mid, seq, now + DEDUP_WINDOW_MS)
         else:
@@ -591,7 +626,7 @@ class Storage:
         added = MessageAdded(q.qid, rec, dedup)
         q.add(rec, dedup, now)  # = apply(added), whose guards a fresh serial always passes: hot path
         out.append(added)
-        return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else f"{seq:020d}")
+        return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else str(seq))
 
     def _send_message(self, c: SendMessage, now: int, out: list) -> SendMessageResult:
         return self._send_one(self._queue(c.queue), c, c.sender_id, now, out)
@@ -728,7 +763,7 @@ class Storage:
                 "ApproximateFirstReceiveTimestamp": str(msg.first_receive_ms),
             }
             if q.fifo:
-                values["SequenceNumber"] = f"{rec.sequence_number:020d}"
+                values["SequenceNumber"] = str(rec.sequence_number)
                 values["MessageDeduplicationId"] = rec.deduplication_id or ""
             if rec.group_id is not None:
                 values["MessageGroupId"] = rec.group_id
@@ -754,20 +789,30 @@ class Storage:
 
     def _move(self, src: Queue, msg: Message, dst: Queue, now: int, out: list,
               dlq_source: str | None) -> None:
-        """Move a message to another queue: same id and content, fresh delivery state."""
+        """Move a message to another queue, visible at once, with the same id and content.
+
+        Into a dead-letter queue (``dlq_source`` set) it keeps its receive count and first
+        receive time, so that a receive from the DLQ shows the count one higher than the
+        source's last: LocalStack's AWS-validated test_dead_letter_queue_message_attributes
+        (maxReceiveCount 1, the DLQ copy shows ApproximateReceiveCount 2). A move task's
+        redrive starts it afresh: a count carried back to the source would send it straight
+        back to the DLQ."""
         rec = msg.rec
         self._emit(out, MessageDeleted(src.qid, rec.message_id))
-        seq = dst.next_sequence if dst.fifo else None
+        seq = _next_sequence(dst, now) if dst.fifo else None
         sent = now if dst.fifo else rec.sent_ms  # FIFO DLQs reset the enqueue time, standard ones keep it
+        count, first = (msg.receive_count, msg.first_receive_ms) if dlq_source else (0, 0)
         moved = MessageRecord(
             rec.message_id, dst.next_serial, rec.body, rec.attributes, rec.system_attributes, rec.md5_of_body,
             rec.md5_of_attributes, rec.md5_of_system_attributes, sent, rec.sender_id, rec.group_id,
-            rec.deduplication_id, seq, dlq_source, 1, None, now, 0, 0, 0)
+            rec.deduplication_id, seq, dlq_source, 1, None, now, count, first, 0)
         self._emit(out, MessageAdded(dst.qid, moved, None))
 
     # --- deleting and visibility ---------------------------------------------------------------
 
     def _message_for(self, q: Queue, handle: str | None) -> tuple[str, Message | None]:
+        """The message a receipt handle names, whichever of its receives issued the handle, or
+        None if it is gone."""
         if handle is None or handle == "":
             raise missing_parameter("ReceiptHandle")
         if type(handle) is str:
@@ -777,14 +822,13 @@ class Storage:
         mid = _receipt_message_id(handle)
         if mid is None:
             raise RECEIPT_HANDLE_IS_INVALID(f'The input receipt handle "{handle}" is not a valid receipt handle.')
-        msg = q.messages.get(mid)
-        return mid, (msg if msg is not None and msg.receipt == handle else None)
+        return mid, q.messages.get(mid)
 
     def _delete_one(self, q: Queue, handle: str | None, now: int, out: list) -> None:
         # A stale handle (the message was received again since) succeeds without deleting, as
         # SQS documents: the newer holder of the message keeps it.
         mid, msg = self._message_for(q, handle)
-        if msg is None:
+        if msg is None or msg.receipt != handle:
             return
         if q.fifo and msg.visible_ms <= now:
             # FIFO: once the visibility timeout passed, the handle is dead even if nobody
@@ -815,8 +859,24 @@ class Storage:
         if msg is None:
             raise invalid_parameter("ReceiptHandle", handle,
                                     "Message does not exist or is not available for visibility timeout change")
-        if msg.visible_ms <= now:
-            raise MESSAGE_NOT_INFLIGHT("The message referred to is not in flight.")
+        if q.fifo:
+            # FIFO: AWS's answers are recorded for standard queues only (below). A FIFO queue
+            # keeps its handles strict, as its DeleteMessage is known to (an expired handle is
+            # refused): only the current handle of a message in flight changes it. The cluster
+            # checker's FIFO order rule also counts on an ok change having been applied.
+            if msg.receipt != handle:
+                raise invalid_parameter("ReceiptHandle", handle,
+                                        "Message does not exist or is not available for visibility timeout change")
+            if msg.visible_ms <= now:
+                raise MESSAGE_NOT_INFLIGHT("The message referred to is not in flight.")
+        elif msg.receive_count == 0 or msg.visible_ms <= now:
+            # Standard, not in flight: AWS answers 200 and the message stays visible (LocalStack's
+            # AWS-validated test_change_message_visibility_after_visibility_timeout_expiration;
+            # JustEat LocalSqsSnsMessaging's ChangeMessageVisibilityAsync_MessageNotInFlight,
+            # verified against AWS).
+            return
+        # Standard: a handle from an earlier receive (superseded since) changes the message too,
+        # as AWS does: LocalStack's AWS-validated test_terminate_visibility_timeout_after_receive.
         if self.limits.strict and now + timeout * 1000 > msg.last_receive_ms + MAX_VISIBILITY_TOTAL_MS:
             raise invalid_parameter("VisibilityTimeout", timeout,
                                     "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]")
@@ -847,7 +907,8 @@ class Storage:
             raise RESOURCE_NOT_FOUND("The resource that you specified for the SourceArn parameter doesn't exist.")
         if not any(q.config.redrive is not None and q.config.redrive.dlq_arn == src.arn
                    for q in self._queues.values()):
-            raise invalid_parameter("SourceArn", c.source_arn, "Source queue must be configured as a Dead Letter Queue")
+            # Move-task wordings and codes: LocalStack's AWS-recorded test_sqs_move_task.snapshot.json.
+            raise INVALID_PARAMETER_VALUE("Source queue must be configured as a Dead Letter Queue.")
         if c.destination_arn:
             dst = self._queue_by_arn(c.destination_arn)
             if dst is None:
@@ -863,8 +924,8 @@ class Storage:
             v.check_int_range("MaxNumberOfMessagesPerSecond", c.max_messages_per_second, 1, 500,
                               "MaxNumberOfMessagesPerSecond must be between 1 and 500")
         if any(t.status == _TASK_STATUS_RUNNING for t in src.move_tasks):
-            raise UNSUPPORTED_OPERATION("There is already a task running. Only one active task is allowed "
-                                        "for a source queue arn at a given time.")
+            raise INVALID_PARAMETER_VALUE("There is already a task running. Only one active task is allowed "
+                                          "for a source queue arn at a given time.")
         task = MoveTaskRecord(self.ids.uuid(), 1, _TASK_STATUS_RUNNING, src.arn, c.destination_arn or None,
                               c.max_messages_per_second, 0, len(src.messages), now, None)
         self._emit(out, MoveTaskUpdated(src.qid, task))
@@ -877,10 +938,14 @@ class Storage:
             doc = json.loads(base64.b64decode(handle.encode(), validate=True))
             task_id, source_arn = doc["taskId"], doc["sourceArn"]
         except (ValueError, KeyError, TypeError, binascii.Error):
-            raise invalid_parameter("TaskHandle", handle, "Task handle is not valid") from None
-        src = self._queue_by_arn(source_arn) if isinstance(source_arn, str) else None
-        task = next((t for t in src.move_tasks if t.task_id == task_id), None) if src else None
-        if src is None or task is None:
+            source_arn = None
+        if not isinstance(source_arn, str):
+            raise INVALID_PARAMETER_VALUE("Value for parameter TaskHandle is invalid.")
+        src = self._queue_by_arn(source_arn)
+        if src is None:
+            raise RESOURCE_NOT_FOUND("The resource that you specified for the SourceArn parameter doesn't exist.")
+        task = next((t for t in src.move_tasks if t.task_id == task_id), None)
+        if task is None:
             raise RESOURCE_NOT_FOUND("Task does not exist.")
         return src, task
 
@@ -1008,6 +1073,11 @@ class Storage:
             q.purged_below = m.below_serial
             q.clear_messages(m.below_serial)
             q.next_serial = max(q.next_serial, m.below_serial)
+            # A purge forgets the FIFO deduplication ids too (LocalStack's AWS-validated
+            # test_purge_queue_clears_fifo_deduplication_cache). Every entry here came from a
+            # send below ``below_serial``: a later send has a later serial, so this purge, once
+            # applied, is never applied again over it.
+            q.dedup.clear()
 
     def _apply_message_added(self, m: MessageAdded) -> None:
         q = self._queues.get(m.qid)
@@ -1084,6 +1154,8 @@ class Storage:
         q.purged_below = m.purged_below
         q.last_purge_ms = m.last_purge_ms
         q.pruned_before = m.pruned_before
+        if m.dedup_by_group is not None:
+            q.dedup_by_group = m.dedup_by_group
         for d in m.dedup:
             q.dedup[d.key] = d
         for a in m.attempts:
@@ -1106,7 +1178,7 @@ class Storage:
         return QueueRestored(q.qid, q.key, q.created_ms, q.version, q.modified_ms, dict(q.attributes),
                              dict(q.tags), q.next_serial, q.next_sequence, q.purged_below, q.last_purge_ms,
                              tuple(q.dedup.values()), tuple(q.attempts.values()), tuple(q.move_tasks),
-                             q.pruned_before)
+                             q.pruned_before, q.dedup_by_group)
 
     def iter_snapshot(self) -> Iterator[Mutation]:
         """The whole state as records, produced lazily.
@@ -1169,6 +1241,11 @@ class Storage:
             yield rec
             for msg in sorted(q.messages.values(), key=lambda m: m.rec.serial):
                 yield MessageRestored(qid, msg.record())
+
+
+def _next_sequence(q: Queue, now: int) -> int:
+    """The sequence number of a message entering FIFO queue ``q`` now (see SEQUENCE_BASE)."""
+    return max(q.next_sequence, SEQUENCE_BASE + (now << 16))
 
 
 def invalid_value_rp(value: str, reason: str) -> SqsError:

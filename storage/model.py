@@ -12,8 +12,13 @@ an index derived from it and rebuilt on restore:
   (sends, which arrive in that order, go there at O(1) each way), and ``ready``, a heap of the
   others (messages visible again after a delay or a visibility timeout). A heap alone cost a
   sift through log2(depth) levels of tuple comparisons per receive.
-* FIFO queues: ``groups`` (each a deque of message ids in send order plus its in-flight count)
-  and ``ready_groups``, a heap of (head serial, group id) of groups that may be receivable.
+* FIFO queues: ``groups`` (each a deque of message ids in send order) and ``ready_groups``, a
+  heap of (head's visible_ms, head serial, group id) of groups whose head may be visible. A
+  group is receivable when its head (oldest message) is visible; a receive takes its visible run
+  from the head and stops at the first message still in flight. Groups are served in order of
+  the time their head became visible, ties by serial. These are SQS's recorded answers
+  (LocalStack's AWS-validated FIFO tests: test_fifo_group_visibility_extends_with_change_message_visibility,
+  test_fifo_receive_message_with_zero_visibility_timeout, test_fifo_message_group_visibility_after_delete).
 * ``expiry``: a heap of (sent_ms, serial, id), so retention is enforced oldest first.
 * ``by_receipt``: each message that has a receipt handle, by that handle, so that a delete or a
   visibility change finds its message without decoding the handle (which cost more than the
@@ -72,11 +77,10 @@ class Message:
 
 
 class Group:
-    __slots__ = ("ids", "inflight")
+    __slots__ = ("ids",)
 
     def __init__(self) -> None:
         self.ids: deque[str] = deque()
-        self.inflight = 0
 
 
 class Queue:
@@ -92,6 +96,11 @@ class Queue:
         self.tags: dict[str, str] = dict(tags)
         self.config = QueueConfig.parse(self.attributes)
         self.fifo = self.config.fifo
+        # Deduplication keeps the scope the queue was created with: AWS's recorded answers show
+        # a later SetQueueAttributes changing DeduplicationScope (either way) leave it as it was
+        # (LocalStack's AWS-validated test_fifo_change_to_high_throughput_after_creation and
+        # test_fifo_change_to_regular_throughput_after_creation).
+        self.dedup_by_group = self.attributes.get("DeduplicationScope") == "messageGroup"
         self.next_serial = 0
         self.next_sequence = 1
         self.purged_below = 0
@@ -107,7 +116,7 @@ class Queue:
         self.ready: list[tuple[int, str, int]] = []
         self.expiry: list[tuple[int, int, str]] = []
         self.groups: dict[str, Group] = {}
-        self.ready_groups: list[tuple[int, str]] = []
+        self.ready_groups: list[tuple[int, int, str]] = []
         self.by_receipt: dict[str, Message] = {}
         self.n_ready = 0
         self.n_inflight = 0
@@ -173,8 +182,6 @@ class Queue:
         msg.where = PENDING
         if msg.receive_count > 0:
             self.n_inflight += 1
-            if self.fifo:
-                self.groups[rec.group_id or ""].inflight += 1
         else:
             self.n_delayed += 1
         heapq.heappush(self.pending, (msg.visible_ms, rec.serial, rec.message_id, msg.version))
@@ -196,8 +203,6 @@ class Queue:
         msg.where = PENDING
         if receive_count > 0:
             self.n_inflight += 1
-            if self.fifo:
-                self.groups[msg.rec.group_id or ""].inflight += 1
         else:
             self.n_delayed += 1
         heapq.heappush(self.pending, (visible_ms, msg.rec.serial, msg.rec.message_id, version))
@@ -215,25 +220,24 @@ class Queue:
             gid = rec.group_id or ""
             group = self.groups[gid]
             ids = group.ids
+            was_head = ids[0] == rec.message_id
             messages = self.messages
             while ids and ids[0] not in messages:
                 ids.popleft()
             if not ids:
                 del self.groups[gid]
-            elif group.inflight == 0:
+            elif was_head:
                 self._offer_group(gid, group)
         self.until_compact_check -= 1
         if self.until_compact_check <= 0:
             self._maybe_compact()
 
     def _leave(self, msg: Message) -> None:
-        """Take a message out of the counters (and its group's in-flight count)."""
+        """Take a message out of the counters."""
         if msg.where == READY:
             self.n_ready -= 1
         elif msg.receive_count > 0:
             self.n_inflight -= 1
-            if self.fifo:
-                self.groups[msg.rec.group_id or ""].inflight -= 1
         else:
             self.n_delayed -= 1
 
@@ -272,7 +276,7 @@ class Queue:
         if self.fifo:
             gid = msg.rec.group_id or ""
             group = self.groups[gid]
-            if group.inflight == 0:
+            if group.ids[0] == msg.rec.message_id:  # only a visible head makes a group receivable
                 self._offer_group(gid, group)
         else:
             rec = msg.rec
@@ -295,7 +299,7 @@ class Queue:
     def _offer_group(self, gid: str, group: Group) -> None:
         head = self.messages[group.ids[0]]
         if head.where == READY:
-            heapq.heappush(self.ready_groups, (head.rec.serial, gid))
+            heapq.heappush(self.ready_groups, (head.visible_ms, head.rec.serial, gid))
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -303,8 +307,9 @@ class Queue:
         """A function that returns the next visible message in the order a receive hands them
         out, or None when there is none (promote first).
 
-        Standard: oldest first. FIFO: whole groups in order of their oldest message, each
-        group's visible head run in order; a group with anything in flight is skipped. The
+        Standard: oldest first. FIFO: groups in order of the time their head became visible,
+        each group's visible run from its head, in order; a group whose head is in flight (or
+        delayed) is skipped. The
         caller must change or remove each message it gets before asking for the next one.
         A function rather than a generator: a receive of one message from a standard queue paid
         more for creating, resuming and closing a generator than for the work it did.
@@ -334,14 +339,19 @@ class Queue:
         messages = self.messages
         ready_groups = self.ready_groups
         while ready_groups:
-            serial, gid = heapq.heappop(ready_groups)
+            visible_ms, serial, gid = heapq.heappop(ready_groups)
             group = self.groups.get(gid)
-            if group is None or group.inflight:
+            if group is None:
                 continue
             ids = group.ids
             while ids and ids[0] not in messages:
                 ids.popleft()
-            if not ids or messages[ids[0]].rec.serial != serial or messages[ids[0]].where != READY:
+            if not ids:
+                continue
+            head = messages[ids[0]]
+            # A stale offer: the group's head changed, left the ready side, or became visible
+            # again at another time (which made a fresh offer of its own).
+            if head.rec.serial != serial or head.where != READY or head.visible_ms != visible_ms:
                 continue
             # Walk the group's visible run in order. Not over a copy of the group: that cost
             # O(group size) per receive, i.e. O(depth) for a queue with one group. The consumer
@@ -399,9 +409,9 @@ class Queue:
             self.expiry = [(m.rec.sent_ms, m.rec.serial, m.rec.message_id) for m in self.messages.values()]
             heapq.heapify(self.expiry)
         if len(self.ready_groups) > 2 * len(self.groups) + 1024:
-            self.ready_groups = [(self.messages[g.ids[0]].rec.serial, gid) for gid, g in self.groups.items()
-                                 if g.inflight == 0 and g.ids and g.ids[0] in self.messages
-                                 and self.messages[g.ids[0]].where == READY]
+            self.ready_groups = [(self.messages[g.ids[0]].visible_ms, self.messages[g.ids[0]].rec.serial, gid)
+                                 for gid, g in self.groups.items()
+                                 if g.ids and g.ids[0] in self.messages and self.messages[g.ids[0]].where == READY]
             heapq.heapify(self.ready_groups)
 
     def add_task(self, task: MoveTaskRecord) -> None:

@@ -217,6 +217,9 @@ class QueueRestored:
     attempts: tuple[AttemptEntry, ...]
     move_tasks: tuple[MoveTaskRecord, ...]
     pruned_before: int = 0     # the latest Pruned watermark: older window entries never come back
+    # The deduplication scope the queue was created with (see Queue.dedup_by_group); None from
+    # a sender that predates it, which leaves the scope its attributes give.
+    dedup_by_group: bool | None = None
 
 
 @record

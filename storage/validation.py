@@ -68,7 +68,9 @@ _C0_CONTROLS = bytes(b for b in range(0x20) if b not in (0x09, 0x0A, 0x0D))
 _FLAG_C0 = bytes.maketrans(_C0_CONTROLS, b" " * len(_C0_CONTROLS))
 _U_FFFx = b"\xef\xbf"  # UTF-8 prefix of U+FFC0..U+FFFF, among them U+FFFE and U+FFFF
 
-_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+# Letters and digits of any script (AWS accepts "attr.1øßä": LocalStack's AWS-validated
+# test_send_message_with_invalid_string_attributes), underscore, hyphen and period.
+_ATTRIBUTE_NAME = re.compile(r"[\w.\-]+")
 # All of a batch's ids at once, joined by newlines (which no valid id contains): one match
 # instead of one per id, each of which cost more than a whole batch entry's other checks.
 _BATCH_IDS = re.compile(r"[A-Za-z0-9_\-]{1,80}(?:\n[A-Za-z0-9_\-]{1,80})*")
@@ -243,7 +245,7 @@ def _check_attribute_value(name: str, value: MessageAttributeValue, kind: str) -
             raise _empty_value(name, data_type, kind)
         if value.string_value is not None:
             raise _not_single_value(name, kind)
-        return len(name) + _utf8_len(data_type) + len(binary)
+        return _utf8_len(name) + _utf8_len(data_type) + len(binary)
 
     text = value.string_value
     if not text:
@@ -259,7 +261,7 @@ def _check_attribute_value(name: str, value: MessageAttributeValue, kind: str) -
         )
     if base == "Number":
         _check_number(name, text, kind)
-    return len(name) + _utf8_len(data_type) + size
+    return _utf8_len(name) + _utf8_len(data_type) + size
 
 
 def _empty_value(name: str, data_type: str, kind: str) -> SqsError:

@@ -62,6 +62,7 @@ QUERY_TRAITS: list[tuple[str, str, str, object]] = [
     ("SetQueueAttributesRequest", "Attributes", "locationName", "Attribute"),
     ("StringList", "member", "locationName", "StringListValue"),
     ("TagKeyList", "member", "locationName", "TagKey"),
+    ("TagQueueRequest", "Tags", "locationName", "Tag"),   # 1.29 had it on the TagMap shape itself
     ("TagMap", "key", "locationName", "Key"),
     ("TagMap", "value", "locationName", "Value"),
 ]

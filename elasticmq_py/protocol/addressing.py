@@ -6,6 +6,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from storage.commands import Namespace, QueueKey
+from storage.errors import queue_does_not_exist
 
 from elasticmq_py.protocol.errors import invalid_address
 
@@ -78,18 +79,25 @@ def key_from_queue_url(url: str, ns: Namespace) -> QueueKey:
 def _key_from_queue_url(url: str, ns: Namespace) -> QueueKey:
     """Accepts http(s)://host/<account>/<name>, ElasticMQ's .../queue/<name>, a path of either
     form, and a bare queue name. The host is not checked: clients reach us under many names
-    (localhost, a container name, a load balancer)."""
+    (localhost, a container name, a load balancer).
+
+    A well-formed URL whose path names no queue is a queue that does not exist (AWS answers
+    ``http://whatever-incorrect-queue-address`` so, as moto's tests have it); InvalidAddress is
+    for what is not an address at all."""
     if "/" not in url:
         if not _NAME.match(url):
             raise invalid_address(url)
         return ns.key(url)
     path = url
-    if "://" in url:
+    is_url = "://" in url
+    if is_url:
         try:
-            path = urlsplit(url).path
+            parts = urlsplit(url)
         except ValueError:
             raise invalid_address(url) from None
+        path = parts.path
+        is_url = bool(parts.scheme and parts.netloc)
     key = key_from_path(path, ns)
     if key is None:
-        raise invalid_address(url)
+        raise queue_does_not_exist() if is_url else invalid_address(url)
     return key

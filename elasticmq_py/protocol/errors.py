@@ -19,6 +19,9 @@ METHOD_NOT_ALLOWED = ErrorKind("MethodNotAllowed", "MethodNotAllowed", 405)
 UNSUPPORTED_MEDIA = ErrorKind("UnsupportedMediaType", "InvalidParameterValue", 415)
 HEADERS_TOO_LARGE = ErrorKind("RequestHeaderFieldsTooLarge", "InvalidRequest", 431)
 BAD_REQUEST = ErrorKind("InvalidRequest", "InvalidRequest")
+# A Query request that names no action: AWS answers 404 with a bare <UnknownOperationException/>
+# (LocalStack's AWS-validated test_get_without_query_returns_unknown_operation).
+UNKNOWN_OPERATION = ErrorKind("UnknownOperationException", "UnknownOperationException", 404)
 
 
 def serialization(message: str) -> SqsError:

@@ -93,12 +93,24 @@ def list_dead_letter_source_queues(p, ctx):
 
 
 def send_message(p, ctx):
+    system = None if (sa := p.get("MessageSystemAttributes")) is None else _mavs(sa)
+    if ctx.trace_header:
+        system = _with_trace_header(system, ctx.trace_header)
     return c.SendMessage(
         _queue(p, ctx), p.get("MessageBody"), p.get("DelaySeconds"),
         None if (ma := p.get("MessageAttributes")) is None else _mavs(ma),
-        None if (sa := p.get("MessageSystemAttributes")) is None else _mavs(sa),
-        p.get("MessageDeduplicationId"), p.get("MessageGroupId"),
+        system, p.get("MessageDeduplicationId"), p.get("MessageGroupId"),
     )
+
+
+def _with_trace_header(system: dict[str, c.MessageAttributeValue] | None,
+                       header: str) -> dict[str, c.MessageAttributeValue]:
+    """A SendMessage's X-Amzn-Trace-Id header becomes its AWSTraceHeader system attribute
+    (LocalStack's AWS-validated test_aws_trace_header_propagation); one given as a system
+    attribute wins."""
+    if system and "AWSTraceHeader" in system:
+        return system
+    return {**(system or {}), "AWSTraceHeader": c.MessageAttributeValue("String", string_value=header)}
 
 
 def send_message_batch(p, ctx):

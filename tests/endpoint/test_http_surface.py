@@ -96,12 +96,13 @@ def test_query_get_and_errors(server, region):
     assert st == 400
     assert re.fullmatch(
         rf'<\?xml version="1.0"\?><ErrorResponse xmlns="{NS}"><Error><Type>Sender</Type>'
-        r"<Code>AWS.SimpleQueueService.NonExistentQueue</Code><Message>The specified queue does not exist.</Message>"
+        r"<Code>AWS.SimpleQueueService.NonExistentQueue</Code>"
+        r"<Message>The specified queue does not exist for this wsdl version.</Message>"
         r"<Detail/></Error><RequestId>[0-9a-f-]{36}</RequestId></ErrorResponse>", body), body
     st, body = query(server, {"Action": "Frobnicate"})
     assert st == 400 and "<Code>InvalidAction</Code>" in body
     st, body = query(server, {"Version": "2012-11-05"})
-    assert st == 400 and "<Code>MissingParameter</Code>" in body
+    assert st == 404 and body == "<UnknownOperationException/>"
     st, body = query(server, {"Action": "SendMessage", "QueueUrl": "q", "MessageBody": "x", "DelaySeconds": "soon"})
     assert st == 400 and "<Code>InvalidParameterValue</Code>" in body
 

@@ -154,12 +154,57 @@ def test_query_error_shape(err, status, code, shape, query_model):
     st, headers, body = query_proto.render_error(err, "rid", XML_NAMESPACE)
     assert st == status
     fault = "Sender" if err.sender_fault else "Receiver"
+    # the Query protocol words a missing queue its own way (LocalStack's AWS-validated test_non_existent_queue)
+    message = ("The specified queue does not exist for this wsdl version." if code.endswith("NonExistentQueue")
+               else err.message)
     assert body.decode() == (
         f'<?xml version="1.0"?><ErrorResponse xmlns="{XML_NAMESPACE}"><Error><Type>{fault}</Type>'
-        f"<Code>{code}</Code><Message>{err.message}</Message><Detail/></Error>"
+        f"<Code>{code}</Code><Message>{message}</Message><Detail/></Error>"
         f"<RequestId>rid</RequestId></ErrorResponse>")
     parsed = botocore.parsers.create_parser("query").parse(
         {"body": body, "headers": dict(headers), "status_code": st},
         query_model.operation_model("SendMessage").output_shape)
     assert parsed["Error"]["Code"] == code
     assert parsed["Error"]["Type"] == fault
+
+
+def test_batch_answers_leave_out_an_empty_list(json_model):
+    # LocalStack's AWS-recorded test_send_message_batch_with_oversized_contents_with_updated_maximum_message_size:
+    # no "Failed" when nothing failed.
+    ok = responses.to_output(r.SendMessageBatchResult((r.SendMessageBatchResultEntry("a", "m1", "md5"),), ()), CTX)
+    assert set(ok) == {"Successful"}
+    bad = responses.to_output(r.DeleteMessageBatchResult((), (ERR,)), CTX)
+    assert set(bad) == {"Failed"}
+    assert json.loads(json_proto.render(ok, "r")[2]) == {"Successful": [{"Id": "a", "MessageId": "m1",
+                                                                         "MD5OfMessageBody": "md5"}]}
+
+
+def test_query_answers_in_json_when_asked():
+    # LocalStack's AWS-validated test_get_list_queues_with_query_auth, test_marker_serialization_json_protocol
+    # and test_get_queue_attributes_json_format.
+    def doc(action):
+        status, headers, body = query_proto.render(action, responses.to_output(RESULTS[action], CTX), "rid",
+                                                   MODEL, as_json=True)
+        assert status == 200 and dict(headers)["Content-Type"] == "application/json"
+        return json.loads(body)[f"{action}Response"]
+    listed = doc("ListQueues")
+    assert listed["ListQueuesResult"]["queueUrls"] == ["http://example:9324/000000000000/q1",
+                                                       "http://example:9324/000000000000/q2"]
+    assert listed["ResponseMetadata"] == {"RequestId": "rid"}
+    assert doc("ReceiveMessage")["ReceiveMessageResult"]["messages"][0]["Body"] == MSG.body
+    assert doc("GetQueueAttributes")["GetQueueAttributesResult"]["Attributes"] == [
+        {"Name": "VisibilityTimeout", "Value": "30"}, {"Name": "QueueArn", "Value": Q1.arn}]
+    status, _, body = query_proto.render("DeleteQueue", None, "rid", MODEL, as_json=True)
+    assert json.loads(body) == {"DeleteQueueResponse": {"ResponseMetadata": {"RequestId": "rid"}}}
+    status, headers, body = query_proto.render_error(se.INVALID_ACTION("The action X is not valid for this endpoint."),
+                                                     "rid", XML_NAMESPACE, as_json=True)
+    assert status == 400 and json.loads(body)["Error"] == {
+        "Type": "Sender", "Code": "InvalidAction", "Message": "The action X is not valid for this endpoint."}
+
+
+def test_unknown_operation_is_a_bare_xml_element_in_every_case():
+    # LocalStack's AWS-validated test_get_without_query_returns_unknown_operation and
+    # test_get_without_query_json_format_returns_returns_xml.
+    for as_json in (False, True):
+        status, _, body = query_proto.render_error(perr.UNKNOWN_OPERATION(""), "rid", XML_NAMESPACE, as_json)
+        assert (status, body) == (404, b"<UnknownOperationException/>")

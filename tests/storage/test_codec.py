@@ -378,6 +378,13 @@ def test_omitted_trailing_fields_take_their_defaults():
     rec = _record()
     old = msgpack.unpackb(encode(mutations.MessageAdded(7, rec))[2:])
     assert decode(frame(old[:3])) == mutations.MessageAdded(7, rec)
+    # so was QueueRestored.dedup_by_group: a snapshot from before it decodes with None (scope
+    # from the attributes), and the field round-trips
+    key = commands.QueueKey("us-east-1", "000000000000", "q.fifo")
+    restored = mutations.QueueRestored(3, key, 1, 2, 3, {"FifoQueue": "true"}, {}, 4, 5, 0, -1, (), (), (), 9, True)
+    fields = msgpack.unpackb(encode(restored)[2:])
+    assert decode(frame(fields[:-1])) == dataclasses.replace(restored, dedup_by_group=None)
+    assert decode(frame(fields)) == restored
 
 
 @pytest.mark.parametrize("value", [

@@ -25,6 +25,8 @@ from storage import IdSource, ManualClock, SqsError, Storage
 from storage import md5 as md5mod
 from storage.commands import (
     CancelMessageMoveTask,
+    PurgeQueue,
+    SetQueueAttributes,
     ChangeMessageVisibility,
     ChangeMessageVisibilityBatch,
     ChangeMessageVisibilityBatchEntry,
@@ -63,14 +65,12 @@ INVALID_PARAMETER_VALUE = "InvalidParameterValue"
 MISSING_PARAMETER = "MissingParameter"
 INVALID_MESSAGE_CONTENTS = "InvalidMessageContents"
 RECEIPT_HANDLE_IS_INVALID = "ReceiptHandleIsInvalid"
-MESSAGE_NOT_INFLIGHT = "AWS.SimpleQueueService.MessageNotInflight"
 TOO_MANY_ENTRIES = "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
 EMPTY_BATCH = "AWS.SimpleQueueService.EmptyBatchRequest"
 IDS_NOT_DISTINCT = "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
 INVALID_BATCH_ID = "AWS.SimpleQueueService.InvalidBatchEntryId"
 BATCH_TOO_LONG = "AWS.SimpleQueueService.BatchRequestTooLong"
 RESOURCE_NOT_FOUND = "ResourceNotFoundException"
-UNSUPPORTED_OPERATION = "AWS.SimpleQueueService.UnsupportedOperation"
 INVALID_ATTRIBUTE_NAME = "InvalidAttributeName"
 
 COUNT_NAMES = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
@@ -478,6 +478,17 @@ def test_send_delay_seconds_not_allowed_on_fifo(env):
     assert err.message == ("Value 2 for parameter DelaySeconds is invalid. Reason: The request include "
                            "parameter that is not valid for this queue type.")
     assert env.counts(q) == (0, 0, 0)
+
+
+def test_send_delay_seconds_zero_on_fifo_uses_the_queue_delay(env):
+    # LocalStack's AWS-validated test_fifo_queue_send_message_with_zero_delay_defaults_to_queue_delay.
+    q = env.create("q.fifo", DelaySeconds=2)
+    r = fifo_send(env, q, "m", delay_seconds=0)
+    (added,) = env.of_type(MessageAdded)
+    assert added.message.visible_ms == env.now() + 2_000 and r.sequence_number
+    assert env.receive(q) == ()
+    env.advance(2_000)
+    assert [m.body for m in env.receive(q)] == ["m"]
 
 
 def test_fifo_queue_level_delay_applies(env):
@@ -1161,13 +1172,18 @@ def test_change_visibility_missing_or_malformed_handle(env):
     env.fails(ChangeMessageVisibility(q, "garbage!", 10), RECEIPT_HANDLE_IS_INVALID)
 
 
-def test_change_visibility_not_in_flight(env):
+def test_change_visibility_not_in_flight_succeeds_without_effect(env):
+    # LocalStack's AWS-validated test_change_message_visibility_after_visibility_timeout_expiration
+    # (200); JustEat LocalSqsSnsMessaging's ChangeMessageVisibilityAsync_MessageNotInFlight,
+    # verified against AWS (the message stays visible).
     q = env.create("q")
     env.send(q, "m")
     (m,) = env.receive(q, visibility_timeout=1)
     env.advance(1_000)
-    env.fails(ChangeMessageVisibility(q, m.receipt_handle, 10), MESSAGE_NOT_INFLIGHT)
+    env.change(q, m.receipt_handle, 10)
+    assert env.mutations == []
     assert env.counts(q) == (1, 0, 0)
+    assert [x.body for x in env.receive(q)] == ["m"]
 
 
 def test_change_visibility_of_deleted_message(env):
@@ -1179,15 +1195,18 @@ def test_change_visibility_of_deleted_message(env):
     assert "ReceiptHandle" in err.message
 
 
-def test_change_visibility_with_stale_handle(env):
+def test_change_visibility_with_superseded_handle_takes_effect(env):
+    # LocalStack's AWS-validated test_terminate_visibility_timeout_after_receive.
     q = env.create("q")
     env.send(q, "m")
     (old,) = env.receive(q, visibility_timeout=0)
     (new,) = env.receive(q, visibility_timeout=100)
-    env.fails(ChangeMessageVisibility(q, old.receipt_handle, 0), INVALID_PARAMETER_VALUE)
-    assert env.counts(q) == (0, 1, 0)
-    env.change(q, new.receipt_handle, 0)
+    env.change(q, old.receipt_handle, 0)
+    (ch,) = env.mutations
+    assert ch.receipt == new.receipt_handle and ch.visible_ms == env.now()
     assert env.counts(q) == (1, 0, 0)
+    (again,) = env.receive(q)
+    assert again.message_id == new.message_id
 
 
 def test_change_visibility_total_limited_to_twelve_hours_from_receive(env):
@@ -1268,10 +1287,9 @@ def test_change_visibility_batch_per_entry_results(env):
         ChangeMessageVisibilityBatchEntry("bad", "garbage!", 10),
         ChangeMessageVisibilityBatchEntry("notimeout", ms["m2"].receipt_handle, None),
     )))
-    assert list(r.successful) == ["zero", "extend"]
+    assert list(r.successful) == ["zero", "extend", "notinflight"]
     assert {f.id: f.code for f in r.failed} == {
         "range": INVALID_PARAMETER_VALUE,
-        "notinflight": MESSAGE_NOT_INFLIGHT,
         "bad": RECEIPT_HANDLE_IS_INVALID,
         "notimeout": MISSING_PARAMETER,
     }
@@ -1355,6 +1373,49 @@ def test_fifo_expired_visibility_redelivers_in_order(env):
     ms = env.receive(q, attribute_names=("ApproximateReceiveCount",))
     assert [m.body for m in ms] == ["m0", "m1", "m2"]
     assert [m.attributes["ApproximateReceiveCount"] for m in ms] == ["2", "1", "1"]
+
+
+def test_fifo_groups_served_in_order_their_head_became_visible(env):
+    # LocalStack's AWS-validated test_fifo_receive_message_with_zero_visibility_timeout: the
+    # groups received with timeout 0 queue up behind g3, which was never received.
+    q = env.create("q.fifo")
+    for body, group in (("g1-m1", "g1"), ("g2-m1", "g2"), ("g2-m2", "g2"), ("g3-m1", "g3"), ("g1-m2", "g1")):
+        fifo_send(env, q, body, group=group)
+        env.advance(1)
+    assert [m.body for m in env.receive(q, n=3, visibility_timeout=0)] == ["g1-m1", "g1-m2", "g2-m1"]
+    assert [m.body for m in env.receive(q, visibility_timeout=0)] == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+
+@pytest.mark.parametrize("delete_both,expected", [
+    (True, ["g2-m1", "g2-m2", "g1-m3", "g1-m4", "g3-m1"]),
+    (False, ["g2-m1", "g2-m2", "g3-m1"]),
+])
+def test_fifo_group_becomes_receivable_again_once_its_received_messages_are_deleted(env, delete_both, expected):
+    # LocalStack's AWS-validated test_fifo_message_group_visibility_after_delete (AWS's order) and
+    # test_fifo_message_group_visibility_after_partial_delete.
+    q = env.create("q.fifo")
+    for body, group in (("g1-m1", "g1"), ("g2-m1", "g2"), ("g1-m2", "g1"), ("g2-m2", "g2"),
+                        ("g1-m3", "g1"), ("g1-m4", "g1"), ("g3-m1", "g3")):
+        fifo_send(env, q, body, group=group)
+        env.advance(1)
+    received = env.receive(q, n=2)
+    assert [m.body for m in received] == ["g1-m1", "g1-m2"]
+    for m in received[:2 if delete_both else 1]:
+        env.delete(q, m.receipt_handle)
+    assert [m.body for m in env.receive(q)] == expected
+
+
+@pytest.mark.parametrize("extended,expected", [(0, []), (1, ["foo"]), (2, ["foo", "bar"])])
+def test_fifo_extending_one_message_hides_it_and_the_rest_of_its_group(env, extended, expected):
+    # LocalStack's AWS-validated test_fifo_group_visibility_extends_with_change_message_visibility.
+    q = env.create("q.fifo", VisibilityTimeout=1)
+    for body in ("foo", "bar", "baz"):
+        fifo_send(env, q, body)
+    ms = env.receive(q, n=5)
+    assert [m.body for m in ms] == ["foo", "bar", "baz"]
+    env.change(q, ms[extended].receipt_handle, 4)
+    env.advance(2_500)
+    assert [m.body for m in env.receive(q, n=5)] == expected
 
 
 def test_fifo_groups_served_in_order_of_their_oldest_message(env):
@@ -1473,6 +1534,39 @@ def test_fifo_dedup_scope_queue_spans_groups(env):
     b = env.send(q, "y", group_id="g2", deduplication_id="d")
     assert a.message_id == b.message_id
     assert env.counts(q) == (1, 0, 0)
+
+
+def test_purge_forgets_fifo_deduplication_ids(env):
+    # LocalStack's AWS-validated test_purge_queue_clears_fifo_deduplication_cache.
+    q = env.create("q.fifo")
+    fifo_send(env, q, "message-1", dedup="d")
+    env.run(PurgeQueue(q))
+    again = fifo_send(env, q, "message-2", dedup="d")
+    assert len(env.of_type(MessageAdded)) == 1
+    (m,) = env.receive(q)
+    assert (m.body, m.message_id) == ("message-2", again.message_id)
+
+
+@pytest.mark.parametrize("created,switched,dedup_across_groups", [
+    ("queue", "messageGroup", True), ("messageGroup", "queue", False)])
+def test_fifo_dedup_keeps_the_scope_the_queue_was_created_with(env, created, switched, dedup_across_groups):
+    # LocalStack's AWS-validated test_fifo_change_to_high_throughput_after_creation and
+    # test_fifo_change_to_regular_throughput_after_creation: the attribute changes, the
+    # deduplication does not.
+    q = env.create("q.fifo", DeduplicationScope=created)
+    throughput = "perMessageGroupId" if switched == "messageGroup" else "perQueue"
+    env.run(SetQueueAttributes(q, {"DeduplicationScope": switched, "FifoThroughputLimit": throughput}))
+    attrs = env.run(GetQueueAttributes(q, ("DeduplicationScope",))).attributes
+    assert attrs == {"DeduplicationScope": switched}
+    first = fifo_send(env, q, "one", group="g1", dedup="same")
+    second = fifo_send(env, q, "two", group="g2", dedup="same")
+    assert (second.message_id == first.message_id) is dedup_across_groups
+    # a replica restored from a snapshot dedups the same way
+    restored = Storage(ManualClock(env.now()), IdSource(7))
+    restored.restore(env.storage.snapshot())
+    assert restored.digest() == env.storage.digest()
+    third, _ = restored.execute(SendMessage(q, "three", group_id="g3", deduplication_id="same"))
+    assert (third.message_id == first.message_id) is dedup_across_groups
 
 
 def test_fifo_dedup_scope_message_group(env):
@@ -1615,6 +1709,23 @@ def test_dlq_message_moves_on_the_receive_after_max_receive_count(env):
     assert d.attributes["DeadLetterQueueSourceArn"] == src.arn
     # a standard DLQ keeps the original enqueue time
     assert d.attributes["SentTimestamp"] == str(t_sent)
+    # and the receive count goes on from the source's (LocalStack's AWS-validated
+    # test_dead_letter_queue_message_attributes: maxReceiveCount 1, the DLQ shows 2)
+    assert added.message.receive_count == 2
+    assert d.attributes["ApproximateReceiveCount"] == "3"
+
+
+def test_redrive_by_move_task_starts_the_receive_count_afresh(env):
+    src, dlq = env.create_with_dlq("src", max_receive_count=1)
+    env.send(src, "poison")
+    env.receive(src, visibility_timeout=0)
+    env.receive(src)
+    env.run(StartMessageMoveTask(env.ns, dlq.arn))
+    env.tick()
+    (back,) = env.of_type(MessageAdded)
+    assert back.qid == env.qids[src] and back.message.receive_count == 0
+    (m,) = env.receive(src, attribute_names=("ApproximateReceiveCount",))
+    assert m.attributes["ApproximateReceiveCount"] == "1"
 
 
 def test_dlq_move_happens_during_a_receive_that_returns_other_messages(env):
@@ -1692,7 +1803,10 @@ def test_move_task_source_must_exist(env):
 def test_move_task_source_must_be_a_dlq(env):
     q = env.create("plain")
     env.send(q, "m")
-    env.fails(StartMessageMoveTask(env.ns, q.arn), INVALID_PARAMETER_VALUE)
+    err = env.fails(StartMessageMoveTask(env.ns, q.arn), INVALID_PARAMETER_VALUE)
+    # No "Value ... Reason:" wrapping: LocalStack's AWS-recorded test_sqs_move_task.snapshot.json,
+    # test_source_needs_redrive_policy.
+    assert err.message == "Source queue must be configured as a Dead Letter Queue."
 
 
 def test_move_task_destination_must_exist_and_match_type(env):
@@ -1724,7 +1838,10 @@ def test_move_task_only_one_running_per_source(env):
     env.run(StartMessageMoveTask(env.ns, dlq.arn, None, 1))
     (started,) = env.of_type(MoveTaskUpdated)
     assert started.task.status == "RUNNING" and started.qid == env.qids[dlq]
-    env.fails(StartMessageMoveTask(env.ns, dlq.arn), UNSUPPORTED_OPERATION)
+    # LocalStack's AWS-recorded test_sqs_move_task.snapshot.json, test_start_multiple_move_tasks.
+    err = env.fails(StartMessageMoveTask(env.ns, dlq.arn), INVALID_PARAMETER_VALUE)
+    assert err.message == ("There is already a task running. Only one active task is allowed for a "
+                           "source queue arn at a given time.")
 
 
 def test_move_task_redrives_to_original_source(env):

@@ -305,8 +305,25 @@ def test_create_with_unknown_attribute_is_invalid_attribute_name(sqs, name):
     ("FifoThroughputLimit", "perMessageGroupId"),
 ])
 def test_fifo_only_attributes_on_standard_queue_are_unknown(sqs, attribute, value):
-    sqs.fail(CreateQueue(NS, "std", {attribute: value}), INVALID_ATTRIBUTE_NAME)
+    err = sqs.fail(CreateQueue(NS, "std", {attribute: value}), INVALID_ATTRIBUTE_NAME)
+    # LocalStack's AWS-validated test_create_standard_queue_with_fifo_attribute_raises_error.
+    if attribute == "ContentBasedDeduplication":
+        assert err.message == "Unknown Attribute ContentBasedDeduplication."
+    else:
+        assert err.message == f"You can specify the {attribute} only when FifoQueue is set to true."
     assert sqs.list_names() == []
+
+
+@pytest.mark.parametrize("attributes", [
+    {"KmsMasterKeyId": "k", "SqsManagedSseEnabled": "true"},
+])
+def test_kms_and_sqs_managed_encryption_together_are_refused(sqs, attributes):
+    # LocalStack's AWS-validated test_sse_kms_and_sqs_are_mutually_exclusive (SetQueueAttributes).
+    message = ("You can use one type of server-side encryption (SSE) at one time. You can either "
+               "enable KMS SSE or SQS SSE.")
+    key = sqs.create("q")
+    assert sqs.fail(SetQueueAttributes(key, attributes), INVALID_ATTRIBUTE_NAME).message == message
+    assert sqs.fail(CreateQueue(NS, "other", attributes), INVALID_ATTRIBUTE_NAME).message == message
 
 
 @pytest.mark.parametrize("attribute,value", [
@@ -330,10 +347,16 @@ RANGES = [
 ]
 
 
+def with_kms_key(attribute: str, value: str) -> dict[str, str]:
+    """``{attribute: value}``, with a KMS key when the attribute only shows with one."""
+    key = {"KmsMasterKeyId": "alias/k"} if attribute == "KmsDataKeyReusePeriodSeconds" else {}
+    return {attribute: value, **key}
+
+
 @pytest.mark.parametrize("attribute,lo,hi", RANGES)
 def test_create_accepts_attribute_range_edges(sqs, attribute, lo, hi):
-    low = sqs.create("low", {attribute: str(lo)})
-    high = sqs.create("high", {attribute: str(hi)})
+    low = sqs.create("low", with_kms_key(attribute, str(lo)))
+    high = sqs.create("high", with_kms_key(attribute, str(hi)))
     assert sqs.attrs(low, attribute) == {attribute: str(lo)}
     assert sqs.attrs(high, attribute) == {attribute: str(hi)}
 
@@ -506,6 +529,14 @@ def test_redrive_policy_missing_field(sqs, missing):
     assert f"Redrive policy does not contain mandatory attribute: {missing}." in err.message
 
 
+def test_redrive_target_that_is_no_arn_is_refused_before_any_lookup(sqs):
+    # LocalStack's AWS-recorded test_invalid_dead_letter_arn_rejected_before_lookup (2022 recording).
+    value = json.dumps({"deadLetterTargetArn": "dummy", "maxReceiveCount": 42})
+    err = sqs.fail(CreateQueue(NS, "src", {"RedrivePolicy": value}), INVALID_PARAMETER_VALUE)
+    assert err.message == (f"Value {value} for parameter RedrivePolicy is invalid. "
+                           "Reason: Invalid value for deadLetterTargetArn.")
+
+
 def test_redrive_target_must_exist(sqs):
     ghost = NS.key("ghost")
     err = sqs.fail(CreateQueue(NS, "src", {"RedrivePolicy": redrive(ghost)}), INVALID_PARAMETER_VALUE)
@@ -637,7 +668,10 @@ def test_recreate_within_60_seconds_is_queue_deleted_recently(sqs):
     key = sqs.create("phoenix")
     sqs.run(DeleteQueue(key))
     sqs.clock.advance(59_999)
-    sqs.fail(CreateQueue(NS, "phoenix"), QUEUE_DELETED_RECENTLY)
+    err = sqs.fail(CreateQueue(NS, "phoenix"), QUEUE_DELETED_RECENTLY)
+    # LocalStack's AWS-validated test_create_queue_recently_deleted.
+    assert err.message == ("You must wait 60 seconds after deleting a queue before you can create "
+                           "another with the same name.")
     sqs.fail(GetQueueUrl(NS, "phoenix"), NONEXISTENT)
     assert sqs.list_names() == []
 
@@ -961,13 +995,20 @@ def test_set_without_attributes_is_missing_parameter(sqs, attributes):
     sqs.fail(SetQueueAttributes(key, attributes), MISSING_PARAMETER)
 
 
-@pytest.mark.parametrize("attributes", [{"FifoQueue": "true"}, {"FifoQueue": "false"}])
-def test_set_fifo_queue_is_not_allowed(sqs, attributes):
-    # AWS API reference: FifoQueue can be provided "only during queue creation".
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_set_fifo_queue_on_a_standard_queue_is_unknown(sqs, value):
+    # LocalStack's AWS-validated test_set_unsupported_attribute_standard.
     std = sqs.create("std")
+    err = sqs.fail(SetQueueAttributes(std, {"FifoQueue": value}), INVALID_ATTRIBUTE_NAME)
+    assert err.message == "Unknown Attribute FifoQueue."
+
+
+def test_set_fifo_queue_on_a_fifo_queue_cannot_change_its_type(sqs):
+    # LocalStack's AWS-validated test_set_unsupported_attribute_fifo: "true" is answered 200.
     fq = sqs.create("f.fifo", fifo())
-    sqs.fail(SetQueueAttributes(std, attributes), INVALID_ATTRIBUTE_NAME)
-    sqs.fail(SetQueueAttributes(fq, attributes), INVALID_ATTRIBUTE_NAME)
+    sqs.run(SetQueueAttributes(fq, {"FifoQueue": "true"}))
+    err = sqs.fail(SetQueueAttributes(fq, {"FifoQueue": "false"}), INVALID_ATTRIBUTE_VALUE)
+    assert err.message == "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."
     assert sqs.attrs(fq, "FifoQueue") == {"FifoQueue": "true"}
 
 
@@ -994,8 +1035,21 @@ def test_set_attribute_out_of_range(sqs, attribute, value):
 def test_set_attribute_range_edges(sqs, attribute, lo, hi):
     key = sqs.create("q")
     for value in (lo, hi):
-        sqs.run(SetQueueAttributes(key, {attribute: str(value)}))
+        sqs.run(SetQueueAttributes(key, with_kms_key(attribute, str(value))))
         assert sqs.attrs(key, attribute) == {attribute: str(value)}
+
+
+def test_kms_reuse_period_listed_only_with_a_kms_key(sqs):
+    # LocalStack's AWS-validated test_set_queue_attributes_default_values: with the key removed,
+    # GetQueueAttributes All lists neither the key nor the reuse period.
+    key = sqs.create("q")
+    sqs.run(SetQueueAttributes(key, {"KmsMasterKeyId": "testKeyId", "KmsDataKeyReusePeriodSeconds": "6000"}))
+    assert sqs.attrs(key, "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled") == {
+        "KmsMasterKeyId": "testKeyId", "KmsDataKeyReusePeriodSeconds": "6000", "SqsManagedSseEnabled": "false"}
+    sqs.run(SetQueueAttributes(key, {"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"}))
+    listed = sqs.attrs(key, "All")
+    assert "KmsMasterKeyId" not in listed and "KmsDataKeyReusePeriodSeconds" not in listed
+    assert listed["SqsManagedSseEnabled"] == "false"
 
 
 def test_set_is_all_or_nothing(sqs):
@@ -1245,7 +1299,7 @@ def test_add_permission_writes_the_policy(sqs):
     assert sqs.run(AddPermission(key, "AliceSend", ("111122223333",), ("SendMessage",))) is None
     assert kinds(sqs.last) == [QueueUpdated]
     policy = policy_of(sqs, key)
-    assert policy["Version"] == "2012-10-17"
+    assert policy["Version"] == "2008-10-17"   # LocalStack's AWS-validated test_sqs_permission_lifecycle
     assert policy["Id"] == f"{key.arn}/SQSDefaultPolicy"
     assert policy["Statement"] == [{
         "Sid": "AliceSend",
@@ -1278,7 +1332,9 @@ def test_add_permission_duplicate_label(sqs):
     key = sqs.create("shared")
     sqs.run(AddPermission(key, "dup", ("111122223333",), ("SendMessage",)))
     before = policy_of(sqs, key)
-    sqs.fail(AddPermission(key, "dup", ("444455556666",), ("ReceiveMessage",)), INVALID_PARAMETER_VALUE)
+    err = sqs.fail(AddPermission(key, "dup", ("444455556666",), ("ReceiveMessage",)), INVALID_PARAMETER_VALUE)
+    # LocalStack's AWS-validated test_sqs_permission_lifecycle.
+    assert err.message == "Value dup for parameter Label is invalid. Reason: Already exists."
     assert policy_of(sqs, key) == before
 
 
@@ -1305,10 +1361,39 @@ def test_add_permission_too_many_actions_is_over_limit(sqs):
     assert len(policy_of(sqs, key)["Statement"][0]["Action"]) == 7
 
 
-@pytest.mark.parametrize("action", ["Explode", "sendmessage", "CreateQueue", "SQS:SendMessage"])
-def test_add_permission_invalid_action(sqs, action):
+@pytest.mark.parametrize("action,reason", [
+    ("Explode", "Please refer to the appropriate WSDL for a list of valid actions."),
+    ("sendmessage", "Please refer to the appropriate WSDL for a list of valid actions."),
+    ("SQS:SendMessage", "Please refer to the appropriate WSDL for a list of valid actions."),
+    ("CreateQueue", "Only the queue owner is allowed to invoke this action."),
+    ("ListQueueTags", "Only the queue owner is allowed to invoke this action."),
+])
+def test_add_permission_invalid_action(sqs, action, reason):
+    # The value carries the SQS: prefix; the reasons are other reimplementations' (moto,
+    # Eucalyptus), AWS's unrecorded: see README, "Semantics worth knowing".
     key = sqs.create("shared")
-    sqs.fail(AddPermission(key, "bad", ("111122223333",), ("SendMessage", action)), INVALID_PARAMETER_VALUE)
+    err = sqs.fail(AddPermission(key, "bad", ("111122223333",), ("SendMessage", action)), INVALID_PARAMETER_VALUE)
+    assert err.message == f"Value SQS:{action} for parameter ActionName is invalid. Reason: {reason}"
+
+
+@pytest.mark.parametrize("accounts,shown", [
+    (("arn:aws:iam::111122223333:user/alice",), "[arn:aws:iam::111122223333:user/alice]"),
+    (("*",), "[*]"),
+    (("alice", "bob"), "[alice, bob]"),
+])
+def test_add_permission_needs_an_account_principal(sqs, accounts, shown):
+    # aws-cli issue #7416 (an ARN: "Reason: Unable to verify principal."), aws-sdk-core-ruby issue
+    # #138 (the list in brackets: "Value [*] ...").
+    key = sqs.create("shared")
+    err = sqs.fail(AddPermission(key, "p", accounts, ("SendMessage",)), INVALID_PARAMETER_VALUE)
+    assert err.message == f"Value {shown} for parameter PrincipalId is invalid. Reason: Unable to verify principal."
+    assert policy_of(sqs, key) is None
+
+
+def test_add_permission_keeps_only_the_account_principals(sqs):
+    key = sqs.create("shared")
+    sqs.run(AddPermission(key, "p", ("arn:aws:iam::111122223333:user/alice", "444455556666"), ("SendMessage",)))
+    assert policy_of(sqs, key)["Statement"][0]["Principal"] == {"AWS": "arn:aws:iam::444455556666:root"}
 
 
 @pytest.mark.parametrize("label,accounts,actions", [
@@ -1331,14 +1416,16 @@ def test_remove_permission(sqs):
     assert kinds(sqs.last) == [QueueUpdated]
     assert [s["Sid"] for s in policy_of(sqs, key)["Statement"]] == ["two"]
     sqs.run(RemovePermission(key, "two"))
-    remaining = policy_of(sqs, key)
-    assert remaining is None or remaining.get("Statement") == []
+    # the last statement gone, so is the policy (LocalStack's AWS-validated test_sqs_permission_lifecycle)
+    assert policy_of(sqs, key) is None
     sqs.assert_converged()
 
 
 def test_remove_unknown_label(sqs):
     key = sqs.create("shared")
-    sqs.fail(RemovePermission(key, "never"), INVALID_PARAMETER_VALUE)
+    err = sqs.fail(RemovePermission(key, "never"), INVALID_PARAMETER_VALUE)
+    # LocalStack's AWS-validated test_sqs_permission_lifecycle.
+    assert err.message == "Value never for parameter Label is invalid. Reason: can't find label."
     sqs.run(AddPermission(key, "one", ("111122223333",), ("SendMessage",)))
     sqs.fail(RemovePermission(key, "two"), INVALID_PARAMETER_VALUE)
     assert [s["Sid"] for s in policy_of(sqs, key)["Statement"]] == ["one"]
