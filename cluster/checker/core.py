@@ -209,9 +209,10 @@ class _QueueCheck:
     # -- windows -----------------------------------------------------------------------------
 
     def _window_end(self, x: Delivery, before: float, ignore_deletes: bool = False) -> float | None:
-        """A lower bound of the end of x's visibility window, considering the deletes and
-        visibility changes of x's receipt invoked before `before`; None when a delete may have
-        ended it (then the message is not 'in flight' in x's window any more)."""
+        """A lower bound of the end of x's visibility window, considering the deletes of x's
+        receipt and the visibility changes that can have moved it, invoked before `before`; None
+        when a delete may have ended it (then the message is not 'in flight' in x's window any
+        more)."""
         base = x.t0 + x.vt
         r = x.msg.receipt
         if r is None:
@@ -219,7 +220,38 @@ class _QueueCheck:
         for d in () if ignore_deletes else self.deletes.get(r, ()):
             if d.ts < before:
                 return None
-        cvs = [cv for cv in self.changes.get(r, ()) if cv.ts < before]
+        if self.fifo:
+            return self._fifo_window_end(x, base, before)
+        # Standard queues, as SQS answers: a change through any handle of the message, the
+        # current or a superseded one, moves the window the message is in; an ok change to a
+        # message no longer in flight does nothing. In time order: a change may have set the end
+        # to (its instant + its timeout); an ok one certainly did when the window was certainly
+        # still open when it completed and no other change overlaps it (nothing can have come
+        # after it unseen): then it alone bounds the end, an extension included.
+        cvs = sorted((cv for cv in self._changes_of(x) if cv.ts < before), key=lambda c: (c.ts, c.end))
+        lo = base
+        tol = self.tol
+        for i, cv in enumerate(cvs):
+            cand = cv.ts + (cv.visibility_timeout or 0.0)
+            alone = all(o.end < cv.ts - tol or o.ts > cv.end + tol for j, o in enumerate(cvs) if j != i)
+            if cv.outcome == OK and alone and cv.end + tol < lo:
+                lo = cand
+            else:
+                lo = min(lo, cand)
+        return lo
+
+    def _changes_of(self, x: Delivery) -> list[ClientOp]:
+        """Visibility changes that may have acted on x's window: through x's handle, or through a
+        handle of an earlier delivery of the same message, invoked late enough to act after x."""
+        receipts = {d.msg.receipt for d in self.by_key.get(x.key, ()) if d.msg.receipt is not None and d.t0 <= x.t1}
+        receipts.add(x.msg.receipt)
+        return [cv for r in sorted(receipts) for cv in self.changes.get(r, ()) if cv.end >= x.t0]
+
+    def _fifo_window_end(self, x: Delivery, base: float, before: float) -> float:
+        """FIFO queues keep their handles strict (only the current handle of a message in flight
+        changes it; storage/engine.py): a change of x's receipt moves x's window, an ok one
+        certainly did."""
+        cvs = [cv for cv in self.changes.get(x.msg.receipt or "", ()) if cv.ts < before]
         if not cvs:
             return base
         oks = [cv for cv in cvs if cv.outcome == OK]
@@ -288,7 +320,8 @@ class _QueueCheck:
                 if d.ts < y.t1:
                     self._dup(y, AFTER_UNKNOWN_DELETE, prev, delete_op=d)
                     return
-            if any(cv.ts < y.t1 for cv in self.changes.get(r, ())):
+            changes = self.changes.get(r, ()) if self.fifo else self._changes_of(prev)
+            if any(cv.ts < y.t1 for cv in changes):
                 self._dup(y, AFTER_VISIBILITY_CHANGE, prev)
                 return
         if y.t0 - tol >= prev.t1 + prev.vt:

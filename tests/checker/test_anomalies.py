@@ -240,6 +240,31 @@ def test_lost_visibility_extension_is_in_window():
     assert cats(v) == [IN_WINDOW] and v.in_window[0].window_end == 70.0
 
 
+def test_a_change_through_a_superseded_handle_moves_the_current_window():
+    # SQS (standard queues): a handle from an earlier receive still changes the message's
+    # visibility (LocalStack's AWS-validated test_terminate_visibility_timeout_after_receive).
+    h = H()
+    h.send("a", 1.0)
+    h.recv(2.0, 2.1, "a", vt=1)            # r-a-1, expires at 3
+    h.recv(4.0, 4.1, "a", vt=30)           # r-a-2: after the timeout
+    h.cv("r-a-1", 0, 5.0, 5.1)             # through the first, superseded handle: ends r-a-2's window
+    h.recv(6.0, 6.1, "a", client="c2")
+    v = check(h.history())
+    assert cats(v) == [AFTER_TIMEOUT, AFTER_VISIBILITY_CHANGE] and v.ok_for("all", strict=True)
+
+
+def test_an_acknowledged_change_after_the_window_ended_did_nothing():
+    # SQS (standard queues) answers 200 for a message no longer in flight and leaves it visible
+    # (LocalStack's AWS-validated test_change_message_visibility_after_visibility_timeout_expiration).
+    h = H()
+    h.send("a", 1.0)
+    h.recv(2.0, 2.1, "a", vt=5)            # window [2, 7)
+    h.cv("r-a-1", 60, 10.0, 10.1)          # too late: the message was visible again
+    h.recv(20.0, 20.1, "a", client="c2")
+    v = check(h.history())
+    assert IN_WINDOW not in cats(v) and v.ok_for("all", strict=True)
+
+
 def test_retried_receive_returning_the_same_receipt_is_one_delivery():
     h = H()
     h.send("a", 1.0)
