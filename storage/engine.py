@@ -623,9 +623,7 @@ class Storage:
             md5_body, md5_attrs, md5_sys, now, sender or q.key.account, group_id, dedup_id, seq, None,
             # without a delay, the one int object twice (an int is 32 bytes per stored message)
             1, None, now + delay_ms if delay_ms else now, 0, 0, 0)
-        added = MessageAdded(q.qid, rec, dedup)
-        q.add(rec, dedup, now)  # = apply(added), whose guards a fresh serial always passes: hot path
-        out.append(added)
+        self._emit(out, MessageAdded(q.qid, rec, dedup))
         return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else str(seq))
 
     def _send_message(self, c: SendMessage, now: int, out: list) -> SendMessageResult:
@@ -726,8 +724,7 @@ class Storage:
             receipt = _receipt(mid, ids.nonce())
             count = msg.receive_count + 1
             first = msg.first_receive_ms or now
-            q.change(msg, version, receipt, visible_ms, count, first, now)  # = apply(change), inlined: hot path
-            out.append(MessageChanged(q.qid, mid, version, receipt, visible_ms, count, first, now))
+            self._emit(out, MessageChanged(q.qid, mid, version, receipt, visible_ms, count, first, now))
             taken.append(msg)
         if attempt_id is not None:
             self._emit(out, AttemptRecorded(q.qid, AttemptEntry(
@@ -834,8 +831,7 @@ class Storage:
             # FIFO: once the visibility timeout passed, the handle is dead even if nobody
             # received the message again, so that a slow consumer cannot delete out of order.
             raise invalid_parameter("ReceiptHandle", handle, "The receipt handle has expired")
-        q.remove(msg)  # = apply(MessageDeleted), whose guards a message just found passes: hot path
-        out.append(MessageDeleted(q.qid, mid))
+        self._emit(out, MessageDeleted(q.qid, mid))
 
     def _delete_message(self, c: DeleteMessage, now: int, out: list) -> None:
         self._delete_one(self._queue(c.queue), c.receipt_handle, now, out)
