@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -292,8 +292,6 @@ class NodeConfig:
     def peers(self) -> tuple[NodeSpec, ...]:
         return tuple(n for n in self.cluster.nodes if n.name != self.self_name)
 
-    def with_cluster(self, **changes: Any) -> "NodeConfig":
-        return replace(self, cluster=replace(self.cluster, **changes))
 
     # -- loading -----------------------------------------------------------------------------
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-SCHEMA_VERSION = 1
-
+if TYPE_CHECKING:
+    from cluster.checker.schema import Record
 
 # One encoder for every line: json.dumps with options builds a new one per call, which was most
 # of the cost of a client operation's line on a busy master.
@@ -15,22 +16,32 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 class HistoryWriter:
-    """Appends events; safe to call from several threads. Each line is flushed at once, so a
-    node killed with SIGKILL leaves every event it wrote (the OS keeps what was flushed), unless
-    the caller passes ``flush=False`` and calls ``flush()`` itself: the master's per-operation
-    `op` lines do, once per event-loop turn (a write system call per operation cost ~5% of a
-    busy master's CPU), so a SIGKILL can lose the op lines of that one turn."""
+    """Appends history lines to one file; safe to call from several threads. Nodes write their
+    events (``write``), clients and the nemesis typed records (``write_record``): one format,
+    one writer. Each line is flushed at once, so a process killed with SIGKILL leaves every line
+    it wrote (the OS keeps what was flushed), unless the caller passes ``flush=False`` and calls
+    ``flush()`` itself: the master's per-operation `op` lines do, once per event-loop turn (a
+    write system call per operation cost ~5% of a busy master's CPU), so a SIGKILL can lose the
+    op lines of that one turn."""
 
-    def __init__(self, path: str, node: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], node: str = "") -> None:
         self.path = path
         self.node = node
         self._lock = threading.Lock()
         self._f: TextIO | None = open(path, "a", encoding="utf-8")
 
     def write(self, event: str, ts: float, flush: bool = True, **fields: Any) -> None:
+        """One of this node's events (the schema's `NodeEvent`)."""
         record = {"ts": round(ts, 6), "node": self.node, "event": event}
         record.update(fields)
-        line = _ENCODER.encode(record)
+        self._line(_ENCODER.encode(record), flush)
+
+    def write_record(self, record: "Record") -> None:
+        """A typed record of the schema (a client operation, a digest, a nemesis action)."""
+        from cluster.checker.schema import to_line
+        self._line(to_line(record), True)
+
+    def _line(self, line: str, flush: bool) -> None:
         with self._lock:
             if self._f is not None:
                 self._f.write(line + "\n")
@@ -47,6 +58,12 @@ class HistoryWriter:
             if self._f is not None:
                 self._f.close()
                 self._f = None
+
+    def __enter__(self) -> "HistoryWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def read_history(path: str) -> list[dict[str, Any]]:

@@ -63,7 +63,6 @@ D(1+rho) = 0.15015 < G(1-rho) = 0.17982: a 30 ms margin.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
 
 
 def majority(n: int) -> int:
@@ -133,17 +132,3 @@ class VoteGuard:
             # A leader must see a higher-term request so that it steps down (case 1 above).
             return True
         return now - self.last_contact >= self.guard
-
-
-def may_campaign(heard_ago: Mapping[str, float], members: int, window: float) -> bool:
-    """Pre-vote, judged from the links: stand for election only while frames (Raft traffic or
-    the transport's keepalives, which flow on every link both ways) arrived from enough peers
-    within ``window`` to make a majority of the ``members`` together with this node.
-
-    pysyncobj has no pre-vote (Raft thesis 9.6). Without it a node cut off from the majority
-    raised its term at every election timeout, and on heal its first answer to the master's
-    AppendEntries carried that higher term and deposed a healthy master: one needless election
-    and a gap in service after every partition of a single node. Followers of a dead or paused
-    leader still hear each other's keepalives, so they do campaign."""
-    heard = sum(1 for ago in heard_ago.values() if ago < window)
-    return heard + 1 >= majority(members)

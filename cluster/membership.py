@@ -24,7 +24,7 @@ is fresh; it has not stepped down in this term; and every required gate (the rep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Union
+from typing import Any, Union
 
 from cluster.config import Timing
 from cluster.lease import LeaseTracker, majority
@@ -300,7 +300,3 @@ class MembershipCore:
         if self.view is not None:
             fields.update(view_id=self.view.view_id, epoch=self.view.epoch)
         out.append(Record(at, "activated" if active else "deactivated", fields))
-
-
-def views_of(actions: Iterable[Action]) -> list[View]:
-    return [a.view for a in actions if isinstance(a, DeliverView)]

@@ -50,7 +50,7 @@ from storage.commands import (
 from storage.errors import SqsError
 
 from cluster.config import Timing
-from cluster.errors import MasterChanged, NotServing, OutcomeUnknown, Throttled
+from cluster.errors import MasterChanged, NotServing, Throttled
 from cluster.membership import (
     ActivityChanged, DeliverView, Fenced, GateOpened, LeaseAck, MembershipCore, ProposeView, RaftSample,
     Record, StepDown, TimePassed, View, ViewCommitted,
@@ -219,7 +219,8 @@ class NodeCore:
         self.throttling = False
         self.rejected = 0
         self._policies: dict[QueueKey, AckPolicy] = {}
-        self._pending: dict[int, tuple[Any, Any, bool]] = {}     # op id -> (token, result, changed)
+        # op id -> (token, result, changed, the error to answer instead of the result)
+        self._pending: dict[int, tuple[Any, Any, bool, SqsError | None]] = {}
         self._op_ids = itertools.count(1)
         self._flush_due = False
         self._acks: dict[str, Ack] = {}
@@ -316,18 +317,23 @@ class NodeCore:
                 "a replica lags too far behind; the master slows producers until it catches up")))
             return out
         policy = self._policy_for(command, out)
+        error: SqsError | None = None
         try:
             result, mutations = self.replication.storage.execute(command)
         except SqsError as e:
-            out.append(Answer(token, None, e))
-            return out
+            if not e.applied:
+                out.append(Answer(token, None, e))
+                return out
+            # It failed after changing the state (a storage bug): the replicas must get the same
+            # change; its client gets the error once they have it.
+            result, mutations, error = None, list(e.applied), e
         if mutations and isinstance(command, _TAG_CHANGES):
             self._policies.clear()   # rare: the next command of each queue reads its tags again
         # Every operation goes through the stream, those without mutations too: a FIFO send that
         # deduplication turns into a no-op answers with a message only this master may hold yet,
         # and must wait for what came before it (sim/README.md bug 2).
         op = next(self._op_ids)
-        self._pending[op] = (token, result, bool(mutations))
+        self._pending[op] = (token, result, bool(mutations), error)
         self._replication(self.replication.submit(op, mutations, policy), now, out)
         if mutations and not self._flush_due:
             self._flush_due = True
@@ -501,7 +507,7 @@ class NodeCore:
                 for op in a.op_ids:
                     entry = pending.pop(op, None)
                     if entry is not None and entry[0] is not _INTERNAL:
-                        out.append(Answer(entry[0], entry[1], None, entry[2]))
+                        out.append(Answer(entry[0], entry[1], entry[3], entry[2]))
             elif t is Throttle:
                 self._set_throttle(a.on, out, now)
             elif t is Abandoned:
@@ -537,11 +543,11 @@ class NodeCore:
     def _abandon(self, reason: str, out: list[Action]) -> None:
         pending, self._pending = self._pending, {}
         as_success = "abandon-as-success" in self.bugs
-        for token, result, changed in pending.values():
+        for token, result, changed, error in pending.values():
             if token is _INTERNAL:
                 continue
             if as_success:
-                out.append(Answer(token, result, None, changed))
+                out.append(Answer(token, result, error, changed))
             else:
                 out.append(Answer(token, None, MasterChanged(reason)))
 
@@ -572,7 +578,7 @@ class NodeCore:
         self._next_storage_tick = now if result.effects >= Tick().max_effects else now + STORAGE_TICK_S
         if mutations:
             op = next(self._op_ids)
-            self._pending[op] = (_INTERNAL, None, True)
+            self._pending[op] = (_INTERNAL, None, True, None)
             self._replication(self.replication.submit(op, mutations, self.settings.policy), now, out)
             if not self._flush_due:
                 self._flush_due = True

@@ -49,7 +49,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
 from cluster.election import (
     APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, Deliver, ElectionCore, Fence,
-    LeaderContact, LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
+    LeaderContact, LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send,
 )
 from cluster.membership import ProposeView, RaftSample, View, accept_view
 from cluster.node_core import FenceDone, MayStand
@@ -233,11 +233,6 @@ class MembershipNode:
             so.destroy_synchronous()
         self._wake_r.close()
         self._wake_w.close()
-
-    @property
-    def bound_raft_addr(self) -> str | None:
-        t = self._transport
-        return str(t.bound_addr) if t is not None and t.bound_addr is not None else None
 
     # -- the mailbox (any thread; used by the loop) ------------------------------------------------
 

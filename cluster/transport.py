@@ -211,13 +211,6 @@ class ClusterTransport(Transport):
         if inc is not None:
             inc.conn.disconnect()
 
-    def set_dial(self, peer: str, dial: Address) -> None:
-        """Redirect one link (e.g. to a proxy) and reconnect it."""
-        link = self._links[peer]
-        link.dial = dial
-        if link.out is not None:
-            link.out.conn.disconnect()
-
     # -- sending ---------------------------------------------------------------------------------
 
     def send(self, node: Node, message: Any) -> bool:

@@ -51,7 +51,6 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cluster.config import Address, ClusterConfig, NodeConfig, NodeSpec, Replication
 from cluster.status import NodeStatus

@@ -149,13 +149,6 @@ class Server:
         if self.backend is not None:
             await self.backend.stop()
 
-    async def serve_forever(self) -> None:
-        await self.start_async()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await self.stop_async()
-
     async def __aenter__(self) -> "Server":
         return await self.start_async()
 

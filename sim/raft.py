@@ -33,7 +33,6 @@ leadership transfer, and clock drift between nodes (the simulator shares one clo
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any, Callable
 

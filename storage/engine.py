@@ -204,7 +204,7 @@ class Storage:
         except SqsError as err:
             if out:  # a handler broke its contract; keep replicas in step all the same
                 log.error("%s raised %r after emitting %d mutations", type(command).__name__, err, len(out))
-                err.mutations = tuple(out)  # type: ignore[attr-defined]
+                err.applied = tuple(out)
             raise
         return result, out
 

@@ -24,12 +24,17 @@ class ErrorKind:
 
 
 class SqsError(Exception):
-    """An error a client must see, with the SQS code, message and HTTP status."""
+    """An error a client must see, with the SQS code, message and HTTP status.
+
+    ``applied``: mutations the command had already applied when it failed. Empty unless a
+    command broke the contract that it validates completely before changing anything; a
+    replicated runtime must still stream them, or its replicas fall out of step."""
 
     def __init__(self, kind: ErrorKind, message: str):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.applied: tuple = ()
 
     @property
     def code(self) -> str:

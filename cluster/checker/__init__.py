@@ -13,7 +13,7 @@ from cluster.checker.core import (DEFAULT_VISIBILITY_TIMEOUT, active_intervals, 
                                   digest_divergence, master_overlaps)
 from cluster.checker.schema import (CHANGE_VISIBILITY, DELETE, FAILED, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
                                     DigestRecord, History, NemesisEvent, NodeEvent, ReceivedMessage,
-                                    RecordWriter, load_dir, parse_lines, read_records, record_from_json,
+                                    load_dir, parse_lines, read_records, record_from_json,
                                     to_line, write_records)
 from cluster.checker.verdict import (DUPLICATE_CATEGORIES, POLICIES, ActiveInterval, Divergence, Duplicate,
                                      LostSend, MasterOverlap, OrderViolation, QueueCounts, Recovered,
@@ -21,7 +21,7 @@ from cluster.checker.verdict import (DUPLICATE_CATEGORIES, POLICIES, ActiveInter
 
 __all__ = [
     "CHANGE_VISIBILITY", "DELETE", "FAILED", "OK", "RECEIVE", "SEND", "UNKNOWN",
-    "ClientOp", "DigestRecord", "History", "NemesisEvent", "NodeEvent", "ReceivedMessage", "RecordWriter",
+    "ClientOp", "DigestRecord", "History", "NemesisEvent", "NodeEvent", "ReceivedMessage",
     "load_dir", "parse_lines", "read_records", "record_from_json", "to_line", "write_records",
     "DEFAULT_VISIBILITY_TIMEOUT", "active_intervals", "check", "check_dir", "digest_divergence",
     "master_overlaps",

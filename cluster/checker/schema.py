@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TextIO, Union
+from typing import Any, Iterable, Iterator, Union
 
 # Operation kinds and outcomes a client records.
 SEND, RECEIVE, DELETE, CHANGE_VISIBILITY = "send", "receive", "delete", "change_visibility"
@@ -311,31 +310,3 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Record]) -> No
     with open(path, "w", encoding="utf-8") as f:
         for r in records:
             f.write(to_line(r) + "\n")
-
-
-class RecordWriter:
-    """Appends typed records to a JSON-lines file, one flushed line each; thread-safe. For
-    clients and the nemesis (nodes use cluster.history.HistoryWriter; the format is the same)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._lock = threading.Lock()
-        self._f: TextIO | None = open(path, "a", encoding="utf-8")
-
-    def write(self, r: Record) -> None:
-        line = to_line(r) + "\n"
-        with self._lock:
-            if self._f is not None:
-                self._f.write(line)
-                self._f.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._f is not None:
-                self._f.close()
-                self._f = None
-
-    def __enter__(self) -> "RecordWriter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -87,7 +87,6 @@ class SyncCoordinator:
         self.truth: str | None = None
         self._truth_pos: Position | None = None
         self.retry_ms = retry_ms
-        self._own_at_start = log.last_seq
         # Whether our last entry is known to be on the truth's history (the first fetched answer
         # repeats it, or we have none, or a transfer from the truth reset the log). Until then no
         # fetched entry is appended: when that answer was lost and a later one came first, the
@@ -124,7 +123,6 @@ class SyncCoordinator:
             self.state = self.COLLECTING
             self.truth = self._truth_pos = None
             self.positions[self.self_name] = self._own()
-            self._own_at_start = self.log.last_seq
             self._verified = self.log.last_seq == 0
             self._fetch_until = 0
             return self._maybe_decide(now_ms)
@@ -161,7 +159,6 @@ class SyncCoordinator:
         if self.state != self.TRANSFERRING:
             return []
         self.positions[self.self_name] = self._own()
-        self._own_at_start = self.log.last_seq
         self._verified = True     # the log was reset to a position of the truth's own history
         self._fetch_until = self.log.last_seq
         self._progress_ms = now_ms

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cluster.checker import (ClientOp, DigestRecord, History, NemesisEvent, NodeEvent, ReceivedMessage,
-                             RecordWriter, check_dir, load_dir, parse_lines, record_from_json, to_line,
+                             check_dir, load_dir, parse_lines, record_from_json, to_line,
                              write_records)
 from cluster.history import HistoryWriter
 
@@ -54,16 +54,16 @@ def test_validation_of_kinds_and_outcomes():
 
 
 def test_directory_of_many_writers_loads_as_one_history(tmp_path):
-    # A node writes with cluster.history.HistoryWriter; clients and nemesis with RecordWriter.
+    # One writer: a node writes its events, clients and the nemesis their typed records.
     node = HistoryWriter(str(tmp_path / "n1.history.jsonl"), "n1")
     node.write("started", 0.1, raft="127.0.0.1:1", members=["n1", "n2", "n3"])
     node.write("activated", 0.2, reason="elected", term=1, view_id=1, epoch=1)
     node.close()
     sub = tmp_path / "clients"
     sub.mkdir()
-    with RecordWriter(sub / "c1.jsonl") as w:
+    with HistoryWriter(sub / "c1.jsonl") as w:
         for r in SAMPLES[:2]:
-            w.write(r)
+            w.write_record(r)
     write_records(sub / "c2.jsonl", SAMPLES[2:5])
     write_records(tmp_path / "rest.ndjson", SAMPLES[5:])
     with open(sub / "c1.jsonl", "a") as f:

@@ -23,8 +23,8 @@ from cluster.replicated import ReplicatedStorage
 
 NAMES = ("n1", "n2", "n3")
 SECRET = "correct horse battery staple"
-# heartbeats on the stream every 40 ms, a silent peer gone after 400 ms
-FAST_TIMING = Timing(keepalive=0.04, connection_timeout=0.4)
+# heartbeats on the stream every 50 ms, a silent peer gone after 600 ms
+FAST_TIMING = Timing(keepalive=0.05, connection_timeout=0.6)
 
 
 def run(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
@@ -55,7 +55,6 @@ class ScriptedRaft:
     """What MembershipNode offers ReplicatedStorage, driven by the test through ``Nodes``."""
 
     restarted = False
-    bound_raft_addr = None
 
     def __init__(self, nodes: "Nodes", config: NodeConfig, events: Any) -> None:
         self.nodes = nodes

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cluster.config import Address, ConfigError, NodeConfig, Timing
-from cluster.lease import LeaseTracker, VoteGuard, majority, may_campaign
+from cluster.lease import LeaseTracker, VoteGuard, majority
 
 
 def test_majority():
@@ -41,19 +41,6 @@ def test_vote_guard():
     assert not g.allows_vote(1.17, False)
     assert g.allows_vote(1.181, False)
     assert g.allows_vote(1.01, True), "a leader must hear higher terms to step down"
-
-
-def test_may_campaign_only_while_a_majority_is_heard():
-    # three members: one peer heard recently is enough, none is not
-    assert may_campaign({"n2": 0.3, "n3": 5.0}, 3, window=1.0)
-    assert not may_campaign({"n2": 1.0, "n3": 5.0}, 3, window=1.0)   # the window is exclusive
-    assert not may_campaign({}, 3, window=1.0)                       # no link up at all
-    # five members: two peers are needed
-    assert not may_campaign({"n2": 0.1, "n3": 9.0, "n4": 9.0, "n5": 9.0}, 5, window=1.0)
-    assert may_campaign({"n2": 0.1, "n3": 0.2}, 5, window=1.0)
-    # a single-node cluster needs nobody; of two members, the other must be heard
-    assert may_campaign({}, 1, window=1.0)
-    assert not may_campaign({}, 2, window=1.0)
 
 
 def test_default_timing_is_safe_and_unsafe_timing_is_refused():

@@ -342,3 +342,25 @@ def test_the_master_lets_time_act_through_replicated_ticks():
     c.tick(0.1, rounds=12, leading="n1")  # the core's: past its next storage tick
     assert c.cores["n1"].storage.message_count() == 0, "retention acted on the master"
     assert c.cores["n2"].storage.digest() == c.cores["n1"].storage.digest(), "through the stream"
+
+
+def test_a_command_that_fails_after_changing_the_state_still_replicates_the_change():
+    # The storage contract is to validate completely before changing anything; a handler that
+    # breaks it (a bug) must not leave the replicas out of step.
+    from storage.errors import INVALID_PARAMETER_VALUE
+
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    storage = c.cores["n1"].storage
+    send = storage._handlers[SendMessage]
+
+    def broken(command, now, out):
+        send(command, now, out)
+        raise INVALID_PARAMETER_VALUE("failed after the message was added")
+
+    storage._handlers[SendMessage] = broken
+    (a,) = c.execute("n1", SendMessage(NS.key("q"), "half-done"))
+    assert a.error is not None and "after the message was added" in str(a.error)
+    assert storage.message_count() == 1
+    assert {c.cores[n].storage.digest() for n in NAMES} == {storage.digest()}, "the replicas have it too"

@@ -86,7 +86,7 @@ def test_partition_master_in_minority_then_heal(make_cluster):
     assert c.status(old)["term"] <= term, "the cut-off old master stood for election (no pre-vote)"
     c.heal_all()
     final = c.wait_for("one view with everyone", c.stable_master(members={"n1", "n2", "n3"}), 15)
-    # pre-vote (cluster/lease.py may_campaign): the old master never raised its term while cut
+    # pre-vote (cluster/election.py): the old master never raised its term while cut
     # off, so rejoining deposes nobody
     assert final == new
     assert c.status(new)["term"] == term

@@ -24,7 +24,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from cluster.checker.schema import ClientOp, DigestRecord, NemesisEvent, ReceivedMessage, RecordWriter
+from cluster.checker.schema import ClientOp, DigestRecord, NemesisEvent, ReceivedMessage
+from cluster.history import HistoryWriter
 
 ACCOUNT = "000000000000"
 VISIBILITY = 3   # short: messages a lost answer left in flight are back for the final drain
@@ -76,7 +77,7 @@ class Recorder:
         self._ops = itertools.count(1)
         self._tokens = itertools.count(1)
         self._clients: dict[str, object] = {}
-        self._writer = RecordWriter(self.history)
+        self._writer = HistoryWriter(self.history)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_receive_ok = True   # did the last receive get an answer (an empty one counts)?
@@ -100,7 +101,7 @@ class Recorder:
 
     def _record(self, **kw) -> ClientOp:
         op = ClientOp(**kw)
-        self._writer.write(op)
+        self._writer.write_record(op)
         if op.outcome == "ok":
             self.ok_counts[op.op] = self.ok_counts.get(op.op, 0) + 1
         return op
@@ -249,17 +250,17 @@ class Recorder:
 
 
 def record_digests(path: Path, digests: dict[str, tuple[str, str | None]]) -> None:
-    with RecordWriter(path) as w:
+    with HistoryWriter(path) as w:
         for node, (digest, master) in digests.items():
-            w.write(DigestRecord(time.time(), node, digest, master))
+            w.write_record(DigestRecord(time.time(), node, digest, master))
 
 
 class Nemesis:
     def __init__(self, path: Path) -> None:
-        self._w = RecordWriter(path)
+        self._w = HistoryWriter(path)
 
     def note(self, node: str, action: str, detail: str | None = None, ts: float | None = None) -> None:
-        self._w.write(NemesisEvent(time.time() if ts is None else ts, node, action, detail))
+        self._w.write_record(NemesisEvent(time.time() if ts is None else ts, node, action, detail))
 
     def close(self) -> None:
         self._w.close()

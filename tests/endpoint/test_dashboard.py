@@ -15,7 +15,7 @@ from elasticmq_py.dashboard import history_tail
 from elasticmq_py.dashboard.history_tail import HistoryTail
 from elasticmq_py.dashboard.queues import MAX_LIMIT, QueueQuery, queue_page
 from elasticmq_py.server import Server
-from storage.commands import CreateQueue, Namespace, QueueKey, SendMessage
+from storage.commands import CreateQueue, Namespace, QueueKey
 
 NS = Namespace()
 

@@ -10,7 +10,6 @@ counts that survived the failover. Against a single node holding 10,000 queues i
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import boto3
 import pytest

@@ -2,7 +2,6 @@
 never change what is stored. In-process (Endpoint and the HTTP protocol with a fake transport)
 so that thousands of cases run in seconds."""
 
-import asyncio
 import json
 from urllib.parse import quote
 
