@@ -8,8 +8,9 @@ with another node's clock):
       than E after the last AppendEntries it accepted (pysyncobj resets its deadline on each).
 * G   vote guard (Timing.vote_guard, G <= E). A follower that accepted AppendEntries from a leader
       less than G ago drops RequestVote messages unread: it neither raises its term nor votes
-      (Raft thesis section 6, "disruptive servers"). This is enforced in the transport, before
-      pysyncobj sees the message.
+      (Raft thesis section 6, "disruptive servers"). The election core decides it on
+      pysyncobj's thread (cluster/election.py), in the same step that hands the message to
+      pysyncobj, so nothing can be accepted between the check and the vote.
 * D   lease (Timing.lease).
 * rho bound on the relative drift of two monotonic clocks (Timing.max_drift).
 
@@ -27,9 +28,10 @@ L's lease has expired or L has already stopped being leader.
 Argument. Let q be the stamp L's lease rests on, and Q1 the majority that acked stamps >= q. C
 was elected by a majority Q2 in a term T' > T (L's term). Q1 and Q2 intersect; take A in both.
 
-1. A = L. L voted for C, so L first processed C's RequestVote with term T' > T, which made it a
-   follower (pysyncobj's onStateChanged fires inside that handler, before the vote is sent,
-   and the runtime marks L inactive right there). So L stopped being leader before C won.
+1. A = L. L voted for C, so L first processed C's RequestVote with term T' > T. While L leads,
+   the election core holds such a request back until the event loop has made L inactive for
+   its term (the fence: cluster/election.py, NodeCore.fence), or until L's lease has surely
+   run out without an answer. So L was inactive before its vote left, hence before C won.
 2. A != L. A accepted L's AppendEntries stamped s >= q at real time r_A >= s (it was received
    after it was sent) while A was still in term T: had A voted in T' first, it would have had a
    higher term and rejected the message, and acked nothing. So A's vote for C came after r_A.

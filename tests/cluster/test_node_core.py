@@ -364,3 +364,22 @@ def test_a_command_that_fails_after_changing_the_state_still_replicates_the_chan
     assert a.error is not None and "after the message was added" in str(a.error)
     assert storage.message_count() == 1
     assert {c.cores[n].storage.digest() for n in NAMES} == {storage.digest()}, "the replicas have it too"
+
+
+def test_an_operation_that_changes_nothing_waits_for_what_came_before_it():
+    # sim/README.md bug 2: a FIFO send retried with the same dedup id is a no-op whose answer
+    # names a message that only the master may hold; it is answered once that message is
+    # acknowledged, never before.
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q.fifo", {"FifoQueue": "true"}))
+    c.down |= {"n2", "n3"}                # no acks for now
+    send = SendMessage(NS.key("q.fifo"), "b", group_id="g", deduplication_id="d")
+    first, retry = object(), object()
+    c.handle("n1", c.cores["n1"].execute(first, send, c.now))
+    c.handle("n1", c.cores["n1"].execute(retry, send, c.now))
+    assert c.answers("n1", first) == [] and c.answers("n1", retry) == []
+    c.down.clear()
+    c.tick(0.1, rounds=8, leading="n1")
+    (a1,), (a2,) = c.answers("n1", first), c.answers("n1", retry)
+    assert a1.error is None and a2.error is None and a1.result.message_id == a2.result.message_id
