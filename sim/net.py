@@ -13,17 +13,39 @@ original), and are delivered right after the original, so FIFO still holds.
 Time is integer microseconds of the world's clock. Each link has a base latency drawn per frame
 from the scenario's range, plus whatever extra latency the active delay faults add, per plane:
 a fault may slow the whole path or just one connection (a latency toxic on the stream's proxy).
+
+The network needs only a ``Host``: a clock, a way to schedule a call, and the nodes by name. The
+simulator's World is one; the replication tests drive it with a bare event queue
+(tests/replication/network.py). For those tests it also has a reordering mode, off in the
+simulator, that takes TCP away: see ``reorder_us``.
 """
 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from sim.world import World
+from typing import Any, Callable, Mapping, Protocol
 
 RAFT, STREAM = 0, 1
+
+
+class Endpoint(Protocol):
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    def receive(self, plane: int, sender: str, msg: Any) -> None: ...
+
+
+class Host(Protocol):
+    @property
+    def now(self) -> int: ...
+
+    @property
+    def nodes(self) -> Mapping[str, Endpoint]: ...
+
+    def at(self, t: int, fn: Callable[..., None], *args: Any) -> None: ...
 
 
 class Link:
@@ -38,7 +60,7 @@ class Link:
 
 
 class Network:
-    def __init__(self, world: "World", rng: random.Random, names: list[str], base_delay_ms: tuple[float, float]):
+    def __init__(self, world: Host, rng: random.Random, names: list[str], base_delay_ms: tuple[float, float]):
         self.world = world
         self.rng = rng
         self.links: dict[tuple[str, str], Link] = {(a, b): Link() for a in names for b in names if a != b}
@@ -46,6 +68,10 @@ class Network:
         self.hi_us = max(self.lo_us, int(base_delay_ms[1] * 1000))
         self.drop = 0.0
         self.dup = 0.0
+        # Mean of an extra, exponentially distributed delay per frame, with no FIFO: 0 keeps TCP's
+        # order. Exponential because it is memoryless: whatever is in flight, the next frame to
+        # arrive is any of them with equal chance, however long each has been on its way.
+        self.reorder_us = 0
         self.sent = 0
         self.lost = 0
 
@@ -65,14 +91,19 @@ class Network:
             self.lost += 1
             return True   # the sender cannot tell
         world = self.world
-        t = world.now + rng.randint(self.lo_us, self.hi_us) + link.extra_us[plane]
-        last = link.last[plane]
-        if t < last:
-            t = last
-        link.last[plane] = t
+        t = base = world.now + rng.randint(self.lo_us, self.hi_us) + link.extra_us[plane]
+        if self.reorder_us:
+            t += round(rng.expovariate(1 / self.reorder_us))
+        else:
+            last = link.last[plane]
+            if t < last:
+                t = last
+            link.last[plane] = t
         inc = dnode.incarnation
         world.at(t, self._deliver, src, dst, plane, msg, link.gen, inc)
         if self.dup and rng.random() < self.dup:
+            if self.reorder_us:   # a copy that keeps no order keeps none with its original either
+                t = base + round(rng.expovariate(1 / self.reorder_us))
             world.at(t, self._deliver, src, dst, plane, msg, link.gen, inc)
         return True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from storage.commands import CreateQueue, ReceiveMessage, SendMessage
 from cluster.replication.messages import AckPolicy, SnapshotChunk
-from tests.replication.test_core import NS, Net
+from tests.replication.test_core import NS, Cluster
 
 
 def _messages(storage) -> set[str]:
@@ -29,7 +29,7 @@ def test_late_duplicate_snapshot_chunks_do_not_roll_a_replica_back():
     of at_seq and the log reset to at_seq, below what it has already acked. Acknowledgements
     counted for the `majority` policy are then backed by nothing, and a failover loses them.
     Fixed in 1078f46 (the core remembers the transfers it took)."""
-    net = Net(("n1", "n2", "n3"), log_limit=20_000, chunk_records=50)
+    net = Cluster(("n1", "n2", "n3"), log_limit=20_000, chunk_records=50)
     net.down = {"n3"}
     net.view("n1", 1, ("n1", "n2"))
     net.settle(3)

@@ -1,15 +1,13 @@
 """ReplicationCore, one member's whole protocol, over an in-memory network (no sockets, no loop).
 
-Each test drives real cores the way the runtime does: views in, frames delivered in order per
-link, ticks; then checks what only the composition can get wrong: the master serves only after
-its sync, a joiner behind the log gets a transfer and then the stream, a deposed master's
-unacknowledged tail is reset, a replica that restarts empty is re-positioned, and the master
-keeps completing operations while a transfer runs.
+Each test drives real cores the way the runtime does: views in, frames delivered in order over
+the shared frame network (tests/replication/network.py), ticks; then checks what only the
+composition can get wrong: the master serves only after its sync, a joiner behind the log gets a
+transfer and then the stream, a deposed master's unacknowledged tail is reset, a replica that
+restarts empty is re-positioned, and the master keeps completing operations while a transfer runs.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 import pytest
 
@@ -22,17 +20,19 @@ from cluster.replication.core import (
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy, Complete, Send
+from tests.replication.network import FrameNet
 
 NS = Namespace("us-east-1", "000000000000")
 NAMES = ("n1", "n2", "n3")
 
 
-class Net:
+class Cluster:
+    """Real cores on the shared frame network; a test sets ``down``, installs views, settles."""
+
     def __init__(self, names, *, log_limit: int = 64 * 1024 * 1024, chunk_records: int = 2_000) -> None:
         self.clock = ManualClock(1_000_000)
         self.cores: dict[str, ReplicationCore] = {}
-        self.queue: deque[tuple[str, str, object]] = deque()
-        self.down: set[str] = set()
+        self.frames = FrameNet(NAMES, self._receive)
         self.completed: set[int] = set()
         self.abandoned = 0
         self.serving: list[tuple[str, bool, int]] = []
@@ -41,6 +41,14 @@ class Net:
         self._ids = 0
         for n in names:
             self.add(n)
+
+    @property
+    def down(self) -> frozenset[str]:
+        return self.frames.down
+
+    @down.setter
+    def down(self, names) -> None:
+        self.frames.down = names
 
     def add(self, name: str, amnesiac: bool = False) -> ReplicationCore:
         self._ids += 1
@@ -60,8 +68,7 @@ class Net:
     def handle(self, name: str, actions) -> None:
         for a in actions:
             if isinstance(a, Send):
-                if name not in self.down and a.to not in self.down:
-                    self.queue.append((name, a.to, a.frame))
+                self.frames.send(name, a.to, a.frame)
             elif isinstance(a, Complete):
                 self.completed.update(a.op_ids)
             elif isinstance(a, Abandoned):
@@ -70,6 +77,9 @@ class Net:
                 self.serving.append((name, a.on, a.epoch))
             elif isinstance(a, StorageReplaced):
                 assert self.cores[name].storage is a.storage
+
+    def _receive(self, sender: str, to: str, frame) -> None:
+        self.handle(to, self.cores[to].on_frame(sender, frame, self.now()))
 
     def view(self, master: str, epoch: int, members=NAMES) -> None:
         for n in members:
@@ -80,14 +90,8 @@ class Net:
                 if n != m and n not in self.down and m not in self.down:
                     self.handle(n, self.cores[n].on_peer(m, True, self.now()))
 
-    def run(self, steps: int = 10_000) -> None:
-        for _ in range(steps):
-            if not self.queue:
-                return
-            sender, to, frame = self.queue.popleft()
-            if to in self.down or sender in self.down:
-                continue
-            self.handle(to, self.cores[to].on_frame(sender, frame, self.now()))
+    def run(self, steps: int = 10_000, lose=None) -> None:
+        self.frames.run(steps, lose)
 
     def settle(self, rounds: int = 50) -> None:
         for _ in range(rounds):
@@ -110,9 +114,9 @@ class Net:
         return {self.cores[n].storage.digest() for n in (names or self.cores) if n not in self.down}
 
 
-def _serving_with_queue() -> "Net":
+def _serving_with_queue() -> "Cluster":
     """Three members, n1 serving epoch 1, queue "q" created everywhere."""
-    net = Net(NAMES)
+    net = Cluster(NAMES)
     net.view("n1", 1)
     net.settle(3)
     net.execute("n1", CreateQueue(NS, "q"), 1)
@@ -120,7 +124,7 @@ def _serving_with_queue() -> "Net":
     return net
 
 
-def _fill_past_the_log(net: "Net") -> None:
+def _fill_past_the_log(net: "Cluster") -> None:
     """Queue "q" and 598 sends through n1, flushed one by one: a small log is trimmed."""
     net.execute("n1", CreateQueue(NS, "q"), 1)
     for i in range(2, 600):
@@ -130,7 +134,7 @@ def _fill_past_the_log(net: "Net") -> None:
 
 
 def test_a_master_serves_only_after_syncing_with_a_majority():
-    net = Net(NAMES)
+    net = Cluster(NAMES)
     net.down = {"n2", "n3"}
     net.view("n1", 1, ("n1",))
     net.settle(3)
@@ -148,7 +152,7 @@ def test_a_master_serves_only_after_syncing_with_a_majority():
 
 
 def test_a_joiner_behind_the_log_gets_a_transfer_while_the_master_keeps_serving():
-    net = Net(NAMES, log_limit=20_000, chunk_records=1)   # one 64-message group per chunk: ~10 chunks
+    net = Cluster(NAMES, log_limit=20_000, chunk_records=1)   # one 64-message group per chunk: ~10 chunks
     net.down = {"n3"}
     net.view("n1", 1, ("n1", "n2"))
     net.settle(3)
@@ -196,7 +200,7 @@ def test_a_deposed_masters_unacknowledged_tail_is_reset_by_transfer():
 
 
 def test_a_replica_restarted_empty_is_repositioned_and_catches_up():
-    net = Net(NAMES)
+    net = Cluster(NAMES)
     net.view("n1", 1)
     net.settle(3)
     net.execute("n1", CreateQueue(NS, "q"), 1)
@@ -230,7 +234,7 @@ def test_a_restarted_replica_keeps_its_transfer_when_the_view_arrives_late():
     # membership delivers the view; the transfer starts at once. When the view then arrives it
     # names the very master and epoch the transfer comes from: dropping the half-restored
     # staging there made every such transfer start over (chaos reset-transfer saw it).
-    net = Net(NAMES, log_limit=20_000, chunk_records=1)   # one 64-message group per chunk: ~10 chunks
+    net = Cluster(NAMES, log_limit=20_000, chunk_records=1)   # one 64-message group per chunk: ~10 chunks
     net.view("n1", 1)
     net.settle(3)
     _fill_past_the_log(net)
@@ -281,7 +285,7 @@ def test_a_member_restarted_empty_does_not_count_in_the_sync_quorum():
 
 
 def test_a_whole_cluster_restarted_empty_may_start_once_everyone_answers():
-    net = Net(())
+    net = Cluster(())
     for n in NAMES:
         net.add(n, amnesiac=True)
     net.down = {"n2"}
@@ -343,7 +347,7 @@ def test_a_holder_keeps_its_transfer_to_the_new_master_when_the_view_comes_after
 def test_a_syncing_master_asks_again_for_a_snapshot_that_stalls():
     from cluster.replication.messages import SnapshotChunk, TransferRequest
 
-    net = Net(NAMES, log_limit=20_000)
+    net = Cluster(NAMES, log_limit=20_000)
     net.view("n1", 1)
     net.settle(3)
     net.down = {"n2"}
@@ -358,19 +362,19 @@ def test_a_syncing_master_asks_again_for_a_snapshot_that_stalls():
         net.run(1)
     assert n2.sync.state == "transferring" and not n2.serving
     # every chunk is lost, and the holder forgets its sender
-    while net.queue:
-        sender, to, frame = net.queue.popleft()
-        if not isinstance(frame, SnapshotChunk):
-            net.handle(to, net.cores[to].on_frame(sender, frame, net.now()))
+    net.run(lose=lambda sender, to, frame: isinstance(frame, SnapshotChunk))
     assert "n2" in net.cores["n1"].senders
     net.cores["n1"].senders.clear()
     retry = net.cores["n2"].sync.transfer_retry_ms
     net.clock.advance(retry - 1)
-    net.handle("n2", net.cores["n2"].on_tick(net.now()))
-    assert not any(isinstance(f, TransferRequest) for _, _, f in net.queue), "not before the retry time"
+    tick = net.cores["n2"].on_tick(net.now())
+    assert not any(isinstance(a, Send) and isinstance(a.frame, TransferRequest) for a in tick), (
+        "not before the retry time")
+    net.handle("n2", tick)
     net.clock.advance(1)
-    net.handle("n2", net.cores["n2"].on_tick(net.now()))
-    assert [to for _, to, f in net.queue if isinstance(f, TransferRequest)] == ["n1"]
+    tick = net.cores["n2"].on_tick(net.now())
+    assert [a.to for a in tick if isinstance(a, Send) and isinstance(a.frame, TransferRequest)] == ["n1"]
+    net.handle("n2", tick)
     net.settle(20)
     assert net.cores["n2"].serving
     assert len(net.digests(["n1", "n2"])) == 1
@@ -382,7 +386,7 @@ def test_a_finished_transfer_whose_acks_were_lost_is_acked_again():
     # twice, answered nothing: the master resent for ever and never streamed to it.
     from cluster.replication.messages import SnapshotAck
 
-    net = Net(NAMES, log_limit=20_000, chunk_records=1)
+    net = Cluster(NAMES, log_limit=20_000, chunk_records=1)
     net.down = {"n3"}
     net.view("n1", 1, ("n1", "n2"))
     net.settle(3)
@@ -390,13 +394,9 @@ def test_a_finished_transfer_whose_acks_were_lost_is_acked_again():
     net.down = set()
     net.view("n1", 1, NAMES)
     n1, n3 = net.cores["n1"], net.cores["n3"]
-    for _ in range(10_000):                  # n3's acks are lost once it has taken the snapshot
-        if not net.queue:
-            break
-        sender, to, frame = net.queue.popleft()
-        if isinstance(frame, SnapshotAck) and sender == "n3" and n3.last_transfer is not None:
-            continue
-        net.handle(to, net.cores[to].on_frame(sender, frame, net.now()))
+    # n3's acks are lost once it has taken the snapshot
+    net.run(lose=lambda sender, to, frame: (isinstance(frame, SnapshotAck) and sender == "n3"
+                                            and n3.last_transfer is not None))
     assert n3.last_transfer is not None and n3.last_transfer["direction"] == "received"
     assert "n3" in n1.senders, "the master still waits for the acks"
     net.settle(20)                           # the resent window is acked this time

@@ -11,8 +11,6 @@ master's digest.
 
 from __future__ import annotations
 
-import random
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +23,7 @@ from cluster.replication.messages import (
 )
 from cluster.replication.replica import ReplicaApplier
 from cluster.replication.sync import SyncCoordinator
-from tests.replication.test_stream import Net
+from tests.replication.network import FrameNet
 from tests.storage.workload import Run, assert_same_state, step
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,7 +34,7 @@ class World:
     def __init__(self, seed: int):
         self.run = Run(seed=seed)
         self.clock = self.run.clock
-        self.net = Net(random.Random(seed))
+        self.net = FrameNet(NAMES, self._receive, seed=seed)
         self.logs = {n: ReplicationLog() for n in NAMES}
         self.storages = {"n1": self.run.master}
         self.appliers: dict[str, ReplicaApplier] = {}
@@ -88,18 +86,13 @@ class World:
             self.handle(self.master_name, self.master.replica_restored(target, src_log.last_seq,
                                                                         self.clock.now_ms()))
 
-    def deliver(self, count: int, reorder: bool) -> None:
+    def _receive(self, sender: str, to: str, frame: object) -> None:
         now = self.clock.now_ms()
-        for _ in range(count):
-            item = self.net.take(reorder)
-            if item is None:
-                return
-            sender, to, frame = item
-            if to == self.master_name:
-                target = self.sync if self.sync is not None else self.master
-                self.handle(to, target.on_frame(sender, frame, now))
-            elif to in self.appliers:
-                self.handle(to, self.appliers[to].on_frame(sender, frame, now))
+        if to == self.master_name:
+            target = self.sync if self.sync is not None else self.master
+            self.handle(to, target.on_frame(sender, frame, now))
+        elif to in self.appliers:
+            self.handle(to, self.appliers[to].on_frame(sender, frame, now))
 
     def tick(self) -> None:
         self.clock.advance(250)
@@ -130,7 +123,7 @@ class World:
     def fail_over(self, new: str) -> None:
         """n1 crashes; ``new`` takes office in epoch 2 and syncs before serving."""
         old_log = self.logs["n1"]
-        self.net.cut.add("n1")
+        self.net.down = {"n1"}
         self.master_name = new
         applier = self.appliers.pop(new)
         self.sync = SyncCoordinator(new, 2, NAMES, self.storages[new], self.logs[new], retry_ms=200)
@@ -139,7 +132,7 @@ class World:
         for _ in range(200):
             if self.synced is not None:
                 break
-            self.deliver(10_000, reorder=False)
+            self.net.run()
             self.tick()
         assert self.synced is not None, "the sync must finish with a majority reachable"
         # Invariant 1: every batch n1 acknowledged is in the new master's log, unchanged.
@@ -161,18 +154,18 @@ class World:
         self.handle(new, self.master.adopt_sync(self.synced, self.clock.now_ms()))
 
     def old_master_returns(self) -> None:
-        self.net.cut.discard("n1")
+        self.net.down = set()
         self.appliers["n1"] = ReplicaApplier(self.storages["n1"], self.logs["n1"])
         self.appliers["n1"].view_changed("n1", 1)   # what it believed when it went away
         self.handle(self.master_name, self.master.replica_connected("n1", self.clock.now_ms()))
 
     def settle(self) -> None:
-        self.net.drop = self.net.dup = 0.0
+        self.net.faults()
         for _ in range(300):
             self.flush()
-            self.deliver(10_000, reorder=False)
+            self.net.run()
             self.tick()
-            if not self.net.in_flight and all(self.logs[n].last_seq == self.logs[self.master_name].last_seq
+            if self.net.idle and all(self.logs[n].last_seq == self.logs[self.master_name].last_seq
                                               for n in NAMES):
                 break
 
@@ -181,16 +174,16 @@ class World:
 @given(st.data())
 def test_failover_loses_nothing_acknowledged_and_converges(data):
     w = World(data.draw(st.integers(0, 2**32), label="seed"))
-    w.net.drop = data.draw(st.sampled_from((0.0, 0.1, 0.3)), label="drop")
-    w.net.dup = data.draw(st.sampled_from((0.0, 0.1)), label="dup")
-    reorder = data.draw(st.booleans(), label="reorder")
+    w.net.faults(drop=data.draw(st.sampled_from((0.0, 0.1, 0.3)), label="drop"),
+                 dup=data.draw(st.sampled_from((0.0, 0.1)), label="dup"),
+                 reorder=data.draw(st.booleans(), label="reorder"))
 
     def phase(steps: int) -> None:
         for _ in range(steps):
             w.serve(data)
             if data.draw(st.booleans(), label="flush"):
                 w.flush()
-            w.deliver(data.draw(st.integers(0, 8), label="deliver"), reorder)
+            w.net.run(data.draw(st.integers(0, 8), label="deliver"))
             if data.draw(st.integers(0, 4), label="tick") == 0:
                 w.tick()
 

@@ -9,9 +9,6 @@ network healed: every operation completed and every replica has the master's dig
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,33 +22,10 @@ from cluster.replication.messages import (
     Ack, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Send, SyncRequest, SyncStatus, Throttle,
 )
 from cluster.replication.replica import ReplicaApplier
+from tests.replication.network import FrameNet
 from tests.storage.workload import Run, assert_same_state, step
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@dataclass
-class Net:
-    rng: random.Random
-    drop: float = 0.0
-    dup: float = 0.0
-    in_flight: list = field(default_factory=list)   # (sender, to, frame)
-    cut: set = field(default_factory=set)           # nodes whose links are down
-
-    def send(self, sender: str, to: str, frame: object) -> None:
-        if sender in self.cut or to in self.cut or self.rng.random() < self.drop:
-            return
-        self.in_flight.append((sender, to, frame))
-        if self.rng.random() < self.dup:
-            self.in_flight.append((sender, to, frame))
-
-    def take(self, reorder: bool) -> tuple | None:
-        while self.in_flight:
-            i = self.rng.randrange(len(self.in_flight)) if reorder else 0
-            sender, to, frame = self.in_flight.pop(i)
-            if sender not in self.cut and to not in self.cut:
-                return sender, to, frame
-        return None
 
 
 class Cluster:
@@ -68,7 +42,7 @@ class Cluster:
             r.view_changed(self.master_name, 1)
             # the setup commands ran before replication started: the replica gets them by snapshot
             r.storage.restore(self.run.master.snapshot())
-        self.net = Net(random.Random(seed))
+        self.net = FrameNet(names, self._receive, seed=seed)
         self.completed: set[int] = set()
         self.op_seq: dict[int, int] = {}
         self.policy = policy
@@ -129,28 +103,22 @@ class Cluster:
         for op in pending:
             self.op_seq[op] = self.master.log.last_seq
 
-    def deliver(self, count: int, reorder: bool) -> None:
+    def _receive(self, sender: str, to: str, frame: object) -> None:
         now = self.clock.now_ms()
-        for _ in range(count):
-            item = self.net.take(reorder)
-            if item is None:
-                return
-            sender, to, frame = item
-            if to == self.master_name:
-                self.handle(to, self.master.on_frame(sender, frame, now))
-            else:
-                self.handle(to, self.replicas[to].on_frame(sender, frame, now))
+        if to == self.master_name:
+            self.handle(to, self.master.on_frame(sender, frame, now))
+        else:
+            self.handle(to, self.replicas[to].on_frame(sender, frame, now))
 
     def settle(self) -> None:
         """Heal the network and let the protocol finish."""
-        self.net.drop = self.net.dup = 0.0
+        self.net.faults()
         for _ in range(200):
             self.flush()
-            self.deliver(10_000, reorder=False)
+            self.net.run()
             self.clock.advance(250)
             self.handle(self.master_name, self.master.on_tick(self.clock.now_ms()))
-            if not self.net.in_flight and all(r.applied_seq == self.master.log.last_seq
-                                              for r in self.replicas.values()):
+            if self.net.idle and all(r.applied_seq == self.master.log.last_seq for r in self.replicas.values()):
                 break
 
 
@@ -158,14 +126,14 @@ class Cluster:
 @given(st.data(), st.sampled_from(list(AckPolicy)), st.integers(2, 5))
 def test_lossy_stream_converges_and_never_completes_early(data, policy, n):
     c = Cluster(data.draw(st.integers(0, 2**32), label="seed"), n, policy)
-    c.net.drop = data.draw(st.sampled_from((0.0, 0.1, 0.3)), label="drop")
-    c.net.dup = data.draw(st.sampled_from((0.0, 0.1)), label="dup")
-    reorder = data.draw(st.booleans(), label="reorder")
+    c.net.faults(drop=data.draw(st.sampled_from((0.0, 0.1, 0.3)), label="drop"),
+                 dup=data.draw(st.sampled_from((0.0, 0.1)), label="dup"),
+                 reorder=data.draw(st.booleans(), label="reorder"))
     for _ in range(data.draw(st.integers(5, 50), label="steps")):
         c.workload_step(data)
         if data.draw(st.booleans(), label="flush"):
             c.flush()
-        c.deliver(data.draw(st.integers(0, 6), label="deliver"), reorder)
+        c.net.run(data.draw(st.integers(0, 6), label="deliver"))
         if data.draw(st.integers(0, 4), label="tick") == 0:
             c.clock.advance(300)
             c.handle(c.master_name, c.master.on_tick(c.clock.now_ms()))
@@ -181,13 +149,13 @@ def test_lossy_stream_converges_and_never_completes_early(data, policy, n):
 def test_replica_behind_the_log_gets_a_transfer_and_converges(data):
     """A replica cut off while the log rolls past its position is caught up by state transfer."""
     c = Cluster(data.draw(st.integers(0, 2**32)), 3, AckPolicy.ONE, log_limit=2_000)
-    c.net.cut.add("n3")
+    c.net.down = {"n3"}
     c.handle(c.master_name, c.master.replica_disconnected("n3", c.clock.now_ms()))
     for _ in range(40):
         c.workload_step(data)
         c.flush()
-        c.deliver(100, reorder=False)
-    c.net.cut.discard("n3")
+        c.net.run(100)
+    c.net.down = set()
     c.handle(c.master_name, c.master.replica_connected("n3", c.clock.now_ms()))
     c.settle()
     if c.master.log.first_seq > 1:

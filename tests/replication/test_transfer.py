@@ -10,7 +10,6 @@ joiner loses its staging state (the transfer restarts).
 from __future__ import annotations
 
 import itertools
-import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,7 +22,7 @@ from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.messages import Batch, Send, SnapshotAck, SnapshotChunk
 from cluster.replication.replica import apply_entry
 from cluster.replication.transfer import TransferDone, TransferReceiver, TransferSender
-from tests.replication.test_stream import Net
+from tests.replication.network import FrameNet
 from tests.storage.workload import STD, Run, assert_same_state, step
 
 SETTINGS = settings(max_examples=30, deadline=None,
@@ -36,7 +35,7 @@ class Setup:
         self.clock = self.run.clock
         self.log = ReplicationLog()
         self.seen = 0
-        self.net = Net(random.Random(seed))
+        self.net = FrameNet(("m", "j"), self._receive, seed=seed)
         self.chunk_records = chunk_records
         self.sender: TransferSender | None = None
         self.receiver = TransferReceiver("m", 1, lambda: Storage(ManualClock(0), IdSource(5)))
@@ -65,17 +64,11 @@ class Setup:
             elif isinstance(a, TransferDone):
                 self.done = a
 
-    def deliver(self, n: int) -> None:
-        now = self.clock.now_ms()
-        for _ in range(n):
-            item = self.net.take(reorder=False)
-            if item is None:
-                return
-            sender, to, frame = item
-            if isinstance(frame, SnapshotChunk):
-                self.out("j", self.receiver.on_chunk(sender, frame))
-            else:
-                self.out("m", self.sender.on_ack(frame, now))
+    def _receive(self, sender: str, to: str, frame: object) -> None:
+        if isinstance(frame, SnapshotChunk):
+            self.out("j", self.receiver.on_chunk(sender, frame))
+        else:
+            self.out("m", self.sender.on_ack(frame, self.clock.now_ms()))
 
     def tick(self) -> None:
         self.clock.advance(200)
@@ -102,13 +95,13 @@ def drive(s: Setup, data, *, cut_for: int = 0, lose_staging: bool = False) -> No
             step(s.run, data)
             s.record()
         if cut_for and rounds == 3:
-            s.net.cut.add("j")
+            s.net.down = {"j"}
         if cut_for and rounds == 3 + cut_for:
-            s.net.cut.discard("j")
+            s.net.down = set()
         if lose_staging and rounds == 4 and s.receiver.finished is None:
             # the joiner restarts mid-transfer (once it has everything, a restart is a new join)
             s.receiver = TransferReceiver("m", 1, lambda: Storage(ManualClock(0), IdSource(5)))
-        s.deliver(data.draw(st.integers(1, 6), label="deliver"))
+        s.net.run(data.draw(st.integers(1, 6), label="deliver"))
         s.out("m", s.sender.pump(s.clock.now_ms(), 1))
         if data.draw(st.booleans(), label="tick"):
             s.tick()
@@ -120,8 +113,8 @@ def test_fuzzy_chunked_transfer_converges_over_a_lossy_network(data):
     s = Setup(data.draw(st.integers(0, 2**32), label="seed"), data.draw(st.sampled_from((1, 3, 50))))
     for _ in range(data.draw(st.integers(5, 40), label="before")):
         step(s.run, data)
-    s.net.drop = data.draw(st.sampled_from((0.0, 0.2)), label="drop")
-    s.net.dup = data.draw(st.sampled_from((0.0, 0.2)), label="dup")
+    s.net.faults(drop=data.draw(st.sampled_from((0.0, 0.2)), label="drop"),
+                 dup=data.draw(st.sampled_from((0.0, 0.2)), label="dup"))
     drive(s, data)
     assert_same_state(s.finish_join(), s.run.master)
 
@@ -160,24 +153,21 @@ def test_a_large_state_moves_in_bounded_steps():
     s.sender = TransferSender("j", 1, itertools.count(1).__next__, s.run.master, s.log, s.clock.now_ms(),
                               chunk_records=4, window=window)
     largest_call = calls = 0
+    out = s.out
 
-    def counted(actions: list) -> list:
+    def counted(sender: str, actions: list) -> None:   # the master's calls: the first pump, each ack
         nonlocal largest_call, calls
-        calls += 1
-        largest_call = max(largest_call, sum(isinstance(a, Send) for a in actions))
-        return actions
+        if sender == "m":
+            calls += 1
+            largest_call = max(largest_call, sum(isinstance(a, Send) for a in actions))
+        out(sender, actions)
 
-    s.out("m", counted(s.sender.pump(s.clock.now_ms(), 1)))
+    s.out = counted
+    s.out("m", s.sender.pump(s.clock.now_ms(), 1))
     while s.done is None:
         s.run.execute(SendMessageBatch(STD, entries))   # the master keeps serving between frames
         s.record()
-        item = s.net.take(reorder=False)
-        assert item is not None, "the transfer stalled"
-        sender, to, frame = item
-        if isinstance(frame, SnapshotChunk):
-            s.out("j", s.receiver.on_chunk(sender, frame))
-        else:
-            s.out("m", counted(s.sender.on_ack(frame, s.clock.now_ms())))
+        assert s.net.step(), "the transfer stalled"
     assert largest_call <= window, "one call must never read more than the window"
     assert calls >= 50 and s.done.records >= 20_000
     assert_same_state(s.finish_join(), s.run.master)
