@@ -14,10 +14,18 @@ only this core decides when the node stands:
   stand in and its last log entry), without raising its term. A peer says yes only if it has not
   heard from a live leader within the minimum election timeout, is not the leader itself, and
   the asker's log is at least as up to date as its own. Only once a majority (itself included)
-  said yes does the node stand (``Stand``: pysyncobj raises its term and asks for votes). A node
-  cut off from the majority, or from the leader only while the others still hear it (a bridge),
-  therefore never raises its term, and healing it deposes nobody. Terms are not compared in a
-  pre-vote: a node whose term fell behind catches up through the real vote requests.
+  said yes does the node stand (``Stand``: pysyncobj raises its term and asks for votes, at its
+  next tick). A node cut off from the majority, or from the leader only while the others still
+  hear it (a bridge), therefore never raises its term, and healing it deposes nobody. An
+  AppendEntries accepted from the leader before Raft stands calls the stand off.
+* **Terms**, which pysyncobj never tells: it answers neither a vote request nor an AppendEntries
+  of a lower term, and its replies carry none. So terms are not compared in a pre-vote; the
+  answers carry the voter's term instead, and a node that stands first adopts the highest it
+  heard (``AdoptTerm``), or its vote requests would be ignored one term at a time. And a node
+  whose term ran ahead of the leader's (a candidate's vote request reached it, the candidate
+  lost) answers the leader's AppendEntries with its term (``TermAhead``, as etcd does): the
+  leader adopts it, behind the fence, and steps down, so that the cluster elects anew with that
+  node instead of leaving it locked out for as long as the leader lives.
 * **Stand-or-not**: while the event loop says it may not stand (a state transfer from a live
   master is bringing it up: it holds nothing worth leading with), it does not even ask.
 * **Leadership transfer**: a ``timeout_now`` from the current leader makes it stand at once,
@@ -67,12 +75,22 @@ class PreVote:
     term: int          # the term the asker would stand in
     last_index: int
     last_term: int
+    round: int         # which of the asker's rounds: a late answer to an old one is ignored
 
 
 @dataclass(frozen=True, slots=True)
 class PreVoteReply:
-    term: int          # the PreVote's term, so that a late answer to an old round is ignored
+    term: int          # the PreVote's
     granted: bool
+    round: int
+    voter_term: int    # the voter's own term: a node stands beyond every term it heard
+
+
+@dataclass(frozen=True, slots=True)
+class TermAhead:
+    """To the sender of an AppendEntries of an older term: my term is ``term``."""
+
+    term: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +99,7 @@ class LeaseAck:
     stamp: float       # the leader's clock when it sent the AppendEntries acked
 
 
-CoreMessage = Union[PreVote, PreVoteReply, LeaseAck]
+CoreMessage = Union[PreVote, PreVoteReply, LeaseAck, TermAhead]
 
 # Raft's own messages, as the runtime classifies them for this core (the message itself is opaque).
 VOTE_REQUEST, APPEND, TIMEOUT_NOW, OTHER = "vote_request", "append", "timeout_now", "other"
@@ -107,7 +125,22 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class Stand:
-    """Start an election now."""
+    """Start an election at Raft's next tick (unless an accepted AppendEntries calls it off)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptTerm:
+    """Make Raft adopt ``term``, as a follower that voted for nobody in it."""
+
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Messages held behind a fence: run each through ``on_raft`` again, in order, with Raft's
+    state sampled afresh before each (an AdoptTerm among them is carried out as it comes)."""
+
+    held: tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +175,7 @@ class NotStanding:
     reason: str | None
 
 
-Action = Union[Send, Deliver, Stand, Fence, LeaseAcked, LeaderContact, NotStanding]
+Action = Union[Send, Deliver, Stand, AdoptTerm, Release, Fence, LeaseAcked, LeaderContact, NotStanding]
 
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
 BUGS = frozenset({"no-pre-vote"})
@@ -150,16 +183,17 @@ BUGS = frozenset({"no-pre-vote"})
 
 @dataclass
 class _Round:
+    id: int
     term: int
     granted: set[str]
-    until: float
+    voter_terms: list[int]
 
 
 @dataclass
 class _Fence:
     term: int
     since: float
-    held: list[Deliver] = field(default_factory=list)
+    held: list[Any] = field(default_factory=list)   # Deliver, or AdoptTerm
 
 
 class ElectionCore:
@@ -172,16 +206,21 @@ class ElectionCore:
         self.guard = VoteGuard(timing.vote_guard, started_at=now, startup_quiet=timing.election_max)
         self.deadline = now + self._timeout()
         self.standing = False            # Stand given; cleared once Raft has started the election
-        self._stood_in = 0               # the term Raft was in when we told it to stand
+        self._transfer = False           # ... and given for a leadership transfer (no pre-vote)
+        self._stood_in = 0               # the term Raft was in (or adopts) when we told it to stand
         self.allowed = True              # what the event loop last said (may_stand)
         self._disallowed_why = ""
         self.round: _Round | None = None
+        self._rounds = 0
         self.fence: _Fence | None = None
+        self._passed_term = 0            # the highest term a fence has let through
         self._said: str | None = None    # the last NotStanding reason reported
         self.votes_dropped = 0
         self.pre_votes_granted = 0
         self.pre_votes_refused = 0
         self._contact_told = float("-inf")
+        self._contact_leader: str | None = None
+        self._ahead_told: dict[str, float] = {}
 
     # -- inputs ----------------------------------------------------------------------------------
 
@@ -191,7 +230,7 @@ class ElectionCore:
             out += self._release()
         if self.standing and (state.role == LEADER or state.term > self._stood_in or now >= self.deadline):
             # Raft has stood (or somebody else won meanwhile, or Raft could not stand: ask again)
-            self.standing = False
+            self.standing = self._transfer = False
         if state.role == LEADER:
             self.round = None
             self.deadline = now + self._timeout()
@@ -207,10 +246,11 @@ class ElectionCore:
         if self.round is not None:
             out += self._say("no majority of the members would vote for us (pre-vote)")
         # Nobody led us for a whole timeout (or the last round found no majority): ask again.
+        self._rounds += 1
         term = state.term + 1
-        self.round = _Round(term, {self.name}, now + self._timeout())
-        self.deadline = self.round.until
-        out += [Send(p, PreVote(term, state.last_index, state.last_term)) for p in state.peers]
+        self.round = _Round(self._rounds, term, {self.name}, [])
+        self.deadline = now + self._timeout()
+        out += [Send(p, PreVote(term, state.last_index, state.last_term, self._rounds)) for p in state.peers]
         return out + self._count(now, state)
 
     def may_stand(self, allowed: bool, why: str = "") -> list[Action]:
@@ -232,18 +272,27 @@ class ElectionCore:
                 self.pre_votes_granted += 1
             else:
                 self.pre_votes_refused += 1
-            return [Send(sender, PreVoteReply(message.term, granted))]
+            return [Send(sender, PreVoteReply(message.term, granted, message.round, state.term))]
         if t is PreVoteReply:
             r = self.round
-            if r is None or message.term != r.term or not message.granted or state.role == LEADER:
+            if (r is None or message.round != r.id or not message.granted or state.role == LEADER
+                    or sender not in state.peers):
                 return []
             r.granted.add(sender)
+            r.voter_terms.append(message.voter_term)
             return self._count(now, state)
+        if t is TermAhead:
+            if message.term <= state.term:
+                return []
+            if state.role == LEADER:
+                # Adopting it deposes us: not before the loop has stopped serving (as for a vote).
+                return self._fence(message.term, now, AdoptTerm(message.term))
+            return [AdoptTerm(message.term)]
         return []
 
     def on_raft(self, sender: str, kind: str, term: int, message: Any, now: float,
                 state: RaftState) -> list[Action]:
-        """A Raft message arrived: what to do with it."""
+        """A Raft message arrived (or is let through a fence again): what to do with it."""
         d = Deliver(sender, kind, term, message)
         if self.fence is not None:
             self.fence.held.append(d)
@@ -253,16 +302,27 @@ class ElectionCore:
             if not self.guard.allows_vote(now, leading):
                 self.votes_dropped += 1
                 return []
-            if leading and term > state.term:
-                self.fence = _Fence(term, now, [d])
-                return [Fence(term)]
+            if leading and term > state.term and term > self._passed_term:
+                return self._fence(term, now, d)
             if term > state.term:
                 # Raft restarts its election timer when it votes; a candidate with a higher
-                # term is at least as good a reason to wait before asking for ourselves.
+                # term is at least as good a reason to wait before asking for ourselves, and
+                # standing now would only disrupt the election it is holding.
                 self.deadline = max(self.deadline, now + self._timeout())
+                self.round = None
+                if not self._transfer:
+                    self.standing = False
+            return [d]
+        if kind == APPEND and term < state.term:
+            # Raft drops it without a word; the leader must learn that our term is ahead.
+            if now - self._ahead_told.get(sender, float("-inf")) >= self.timing.election_min:
+                self._ahead_told[sender] = now
+                return [d, Send(sender, TermAhead(state.term))]
             return [d]
         if kind == TIMEOUT_NOW and sender == state.leader and term >= state.term:
-            return [d] + self._stand(now, state)
+            out = [d] + self._stand(now, state)
+            self._transfer = True
+            return out
         return [d]
 
     def appended(self, sender: str, term: int, stamp: float | None, now: float, state: RaftState) -> list[Action]:
@@ -271,12 +331,17 @@ class ElectionCore:
             return []
         # Contact first, then the ack (lease.py, step 2 of the argument).
         self.guard.on_leader_contact(now)
-        if not self.standing:
+        if not self._transfer:
+            # The leader is alive and leads us: no round, and no stand either. A stand already
+            # given would raise the term at Raft's next tick, after this ack has extended the
+            # leader's lease: the lease argument needs E between the two.
+            self.standing = False
             self.round = None
             self.deadline = now + self._timeout()
         out: list[Action] = [Send(sender, LeaseAck(term, stamp))] if stamp is not None else []
-        if now - self._contact_told >= self.timing.heartbeat:
+        if now - self._contact_told >= self.timing.heartbeat or sender != self._contact_leader:
             self._contact_told = now
+            self._contact_leader = sender
             out.append(LeaderContact(sender, now))
         return out
 
@@ -291,18 +356,29 @@ class ElectionCore:
         r = self.round
         if r is None or len(r.granted) < majority(len(state.peers) + 1):
             return []
-        return self._stand(now, state)
+        # Stand beyond every term a voter holds: a vote request of a lower term is ignored.
+        adopt = max(r.voter_terms, default=0)
+        out: list[Action] = [AdoptTerm(adopt)] if adopt > state.term else []
+        return out + self._stand(now, state, max(adopt, state.term))
 
-    def _stand(self, now: float, state: RaftState) -> list[Action]:
+    def _stand(self, now: float, state: RaftState, from_term: int | None = None) -> list[Action]:
         self.round = None
         self.standing = True
-        self._stood_in = state.term
+        self._transfer = False
+        self._stood_in = state.term if from_term is None else from_term
         self.deadline = now + self._timeout()
         return self._say(None) + [Stand()]
 
+    def _fence(self, term: int, now: float, first: Any) -> list[Action]:
+        self.fence = _Fence(term, now, [first])
+        return [Fence(term)]
+
     def _release(self) -> list[Action]:
         f, self.fence = self.fence, None
-        return list(f.held) if f is not None else []
+        if f is None:
+            return []
+        self._passed_term = max(self._passed_term, f.term)
+        return [Release(tuple(f.held))]
 
     def _say(self, reason: str | None) -> list[Action]:
         if reason == self._said:

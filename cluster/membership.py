@@ -161,6 +161,7 @@ class MembershipCore:
     active: bool = False
     inactive_reason: str = "starting"
     abdicated_term: int | None = None
+    _step_down_at: float | None = None
     gates: dict[str, int] = field(default_factory=dict)
     _pending: tuple[View, float] | None = None
     _candidate: tuple[frozenset[str], float] | None = None
@@ -220,6 +221,7 @@ class MembershipCore:
         elif isinstance(event, StepDown):
             if self.role == LEADER and self.abdicated_term != self.term:
                 self.abdicated_term = self.term
+                self._step_down_at = now
                 out.append(Record(now, "step_down", {"term": self.term}))
         elif isinstance(event, Fenced):
             if self.role == LEADER and event.term > self.term and self.abdicated_term != self.term:
@@ -227,9 +229,23 @@ class MembershipCore:
                 out.append(Record(now, "fenced", {"term": self.term, "for_term": event.term}))
         elif isinstance(event, GateOpened):
             self.gates[event.gate] = event.epoch
+        self._step_down_failed(now, out)
         self._propose_if_needed(now, out)
         self._update_activity(now, out, deadline)
         return out
+
+    def _step_down_failed(self, now: float, out: list[Action]) -> None:
+        # A leadership transfer that has not produced a new leader within the fallback plus an
+        # election failed (no follower caught up, or its election lost): a leader that stayed
+        # abdicated would keep the whole group without a master for the rest of its term.
+        if self._step_down_at is None:
+            return
+        if self.role != LEADER or self.abdicated_term != self.term:
+            self._step_down_at = None
+        elif now - self._step_down_at >= self.timing.leader_fallback + self.timing.election_max:
+            self._step_down_at = None
+            self.abdicated_term = None
+            out.append(Record(now, "step_down_failed", {"term": self.term}))
 
     def _on_raft(self, s: RaftSample, out: list[Action]) -> None:
         if s.configured and s.configured != self.configured:

@@ -350,6 +350,15 @@ class NodeCore:
         self._forwards[rid] = (token, route.master, now)
         return [Send(route.master, Forward(rid, payload))]
 
+    def forward_unsent(self, request_id: int) -> list[Action]:
+        """The runtime could not even queue a Forward frame: the master never saw the request, so
+        its client may retry it safely now rather than after the forward timeout."""
+        entry = self._forwards.pop(request_id, None)
+        if entry is None:
+            return []
+        token, master, _ = entry
+        return [ForwardFailed(token, f"no connection to the master {master}", sent=False)]
+
     def stopped(self, reason: str) -> list[Action]:
         """The node stops: waiting operations and forwards end with "outcome unknown"."""
         out: list[Action] = []
@@ -449,6 +458,10 @@ class NodeCore:
             self._storage_tick(now, out)
         self._progress_line(now, out)
         self._stand_check(out)
+        if self._flush_due:
+            # FlushDue is asked for once per batch; should the runtime lose it, the staged
+            # operations go out at the next tick instead of waiting forever
+            out += self.flush(now)
         return out
 
     def flush(self, now: float) -> list[Action]:

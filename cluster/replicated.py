@@ -41,7 +41,7 @@ from cluster.node_core import (
 )
 from cluster.replication.core import StorageReplaced
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, ForwardReply, Rejected, Send
+from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Rejected, Send
 from cluster.replication.transport import StreamTransport, _RateLimitedLog
 from cluster.membership import Record
 from cluster.runtime import MembershipNode, RaftStats
@@ -200,16 +200,16 @@ class ReplicatedStorage:
     def raft_sample(self, sample: RaftSample) -> None:
         self._act(self.core.raft_sample(replace(sample, now=self._now())))
 
-    def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> None:
+    def lease_acked(self, peer: str, term: int, stamp: float) -> None:
         self._act(self.core.lease_acked(peer, term, stamp, self._now()))
 
     def leader_contact(self, leader: str, at: float) -> None:
         self.core.leader_contact(leader, at)
 
-    def view_committed(self, view: View, now: float) -> None:
+    def view_committed(self, view: View) -> None:
         self._act(self.core.view_committed(view, self._now()))
 
-    def fence(self, term: int, now: float) -> None:
+    def fence(self, term: int) -> None:
         self._act(self.core.fence(term, self._now()))
 
     def raft_stats(self, stats: RaftStats) -> None:
@@ -247,45 +247,54 @@ class ReplicatedStorage:
                 log.exception("node tick failed")
 
     def _act(self, actions: list[Any]) -> None:
+        # One failing action (a client callback that raises, a closed socket) must not drop the
+        # ones after it: an answer or a FlushDue lost here would stall every later operation.
         for a in actions:
-            t = type(a)
-            if t is Send:
-                self.stream.send(a.to, a.frame)
-            elif t is Answer:
-                a.token(a.result, a.error)
-                if a.changed and a.error is None and self.on_changed is not None:
-                    self.on_changed()
-            elif t is FlushDue:
-                self._loop.call_soon(self._flush)
-            elif t is Record:
-                self._record(a)
-            elif t is ForwardAnswered:
-                a.token(a.payload, None)
-            elif t is ForwardFailed:
-                self.forwarding.failed += 1
-                a.token(None, ForwardError(a.reason, a.sent))
-            elif t is ServeForwarded:
-                self._serve(a)
-            elif t is ToRaft:
-                if type(a.action) is TransferLeadership:
-                    self._transfer = self.membership.transfer_leadership()
-                else:
-                    self.membership.submit(a.action)
-            elif t is ServingChanged:
-                log.info("node %s is %s", self.name, "ACTIVE: the master, serving clients" if a.on
-                         else "not the active master: forwarding or refusing")
-                if self.on_serving is not None:
-                    self.on_serving(a.on)
-            elif t is StorageReplaced:
-                if self.on_storage is not None:
-                    self.on_storage(a.storage)
-            elif t is ThrottleChanged:
-                log.warning("stream: %s producer throttling", "starting" if a.on else "ending")
-            elif t is Rejected:
-                self._rlog.warn(f"rejected-{a.sender}", self._now(), "stream: %s refused a frame from %s: %s",
-                                self.name, a.sender, a.reason)
-            elif t is Warn:
-                self._rlog.warn(a.text, self._now(), "%s", a.text)
+            try:
+                self._do(a)
+            except Exception:
+                log.exception("node %s: action %s failed", self.name, type(a).__name__)
+
+    def _do(self, a: Any) -> None:
+        t = type(a)
+        if t is Send:
+            if not self.stream.send(a.to, a.frame) and type(a.frame) is Forward:
+                self._act(self.core.forward_unsent(a.frame.request_id))
+        elif t is Answer:
+            a.token(a.result, a.error)
+            if a.changed and a.error is None and self.on_changed is not None:
+                self.on_changed()
+        elif t is FlushDue:
+            self._loop.call_soon(self._flush)
+        elif t is Record:
+            self._record(a)
+        elif t is ForwardAnswered:
+            a.token(a.payload, None)
+        elif t is ForwardFailed:
+            self.forwarding.failed += 1
+            a.token(None, ForwardError(a.reason, a.sent))
+        elif t is ServeForwarded:
+            self._serve(a)
+        elif t is ToRaft:
+            if type(a.action) is TransferLeadership:
+                self._transfer = self.membership.transfer_leadership()
+            else:
+                self.membership.submit(a.action)
+        elif t is ServingChanged:
+            log.info("node %s is %s", self.name, "ACTIVE: the master, serving clients" if a.on
+                     else "not the active master: forwarding or refusing")
+            if self.on_serving is not None:
+                self.on_serving(a.on)
+        elif t is StorageReplaced:
+            if self.on_storage is not None:
+                self.on_storage(a.storage)
+        elif t is ThrottleChanged:
+            log.warning("stream: %s producer throttling", "starting" if a.on else "ending")
+        elif t is Rejected:
+            self._rlog.warn(f"rejected-{a.sender}", self._now(), "stream: %s refused a frame from %s: %s",
+                            self.name, a.sender, a.reason)
+        elif t is Warn:
+            self._rlog.warn(a.text, self._now(), "%s", a.text)
 
     def _serve(self, a: ServeForwarded) -> None:
         if self._serve_forwarded is None:

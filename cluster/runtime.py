@@ -48,8 +48,9 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 
 from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
 from cluster.election import (
-    APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, Deliver, ElectionCore, Fence,
-    LeaderContact, LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send,
+    APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore,
+    Fence, LeaderContact, LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Release, Send,
+    Stand, TermAhead,
 )
 from cluster.membership import ProposeView, RaftSample, View, accept_view
 from cluster.node_core import FenceDone, MayStand
@@ -89,10 +90,10 @@ class RaftEvents(Protocol):
     """What the event loop's side takes (cluster/replicated.py); called on the loop."""
 
     def raft_sample(self, sample: RaftSample) -> None: ...
-    def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> None: ...
+    def lease_acked(self, peer: str, term: int, stamp: float) -> None: ...
     def leader_contact(self, leader: str, at: float) -> None: ...
-    def view_committed(self, view: View, now: float) -> None: ...
-    def fence(self, term: int, now: float) -> None: ...
+    def view_committed(self, view: View) -> None: ...
+    def fence(self, term: int) -> None: ...
     def member_changed(self, change: str, spec: NodeSpec) -> None: ...
     def raft_stats(self, stats: RaftStats) -> None: ...
 
@@ -131,18 +132,25 @@ class _ViewLog(SyncObjConsumer):
 def _encode(message: Any) -> dict:
     t = type(message)
     if t is PreVote:
-        return {"type": "_pre_vote", "term": message.term, "li": message.last_index, "lt": message.last_term}
+        return {"type": "_pre_vote", "term": message.term, "li": message.last_index, "lt": message.last_term,
+                "round": message.round}
     if t is PreVoteReply:
-        return {"type": "_pre_vote_reply", "term": message.term, "granted": message.granted}
+        return {"type": "_pre_vote_reply", "term": message.term, "granted": message.granted,
+                "round": message.round, "vt": message.voter_term}
+    if t is TermAhead:
+        return {"type": "_term_ahead", "term": message.term}
     return {"type": "_lease_ack", "term": message.term, "ls": message.stamp}
 
 
 def _decode(message: dict) -> Any:
     kind = message.get("type")
     if kind == "_pre_vote":
-        return PreVote(int(message["term"]), int(message["li"]), int(message["lt"]))
+        return PreVote(int(message["term"]), int(message["li"]), int(message["lt"]), int(message["round"]))
     if kind == "_pre_vote_reply":
-        return PreVoteReply(int(message["term"]), bool(message["granted"]))
+        return PreVoteReply(int(message["term"]), bool(message["granted"]), int(message["round"]),
+                            int(message["vt"]))
+    if kind == "_term_ahead":
+        return TermAhead(int(message["term"]))
     if kind == "_lease_ack":
         return LeaseAck(int(message["term"]), float(message["ls"]))
     return None
@@ -371,28 +379,50 @@ class MembershipNode:
                 if a.kind == APPEND:
                     self._do(self._election.appended(a.sender, a.term, a.message.get("_ls"), self._clock(),
                                                      self._state()))
+            elif t is Stand:
+                pass    # the deadline line below makes pysyncobj stand at its next tick
+            elif t is AdoptTerm:
+                self._adopt(a.term)
+            elif t is Release:
+                for item in a.held:
+                    if type(item) is AdoptTerm:
+                        self._adopt(item.term)
+                    else:
+                        self._do(self._election.on_raft(item.sender, item.kind, item.term, item.message,
+                                                        self._clock(), self._state()))
             elif t is Send:
                 node = self._node(a.to)
                 if node is not None:
                     self._transport.send(node, _encode(a.message))
             elif t is LeaseAcked:
-                self._loop.call_soon_threadsafe(self._events.lease_acked, a.peer, a.term, a.stamp, self._clock())
+                self._loop.call_soon_threadsafe(self._events.lease_acked, a.peer, a.term, a.stamp)
             elif t is LeaderContact:
                 self._loop.call_soon_threadsafe(self._events.leader_contact, a.leader, a.at)
             elif t is Fence:
                 # the role and term the loop must see first (it may not have had this tick's sample)
                 self._post_sample(force=True)
-                self._loop.call_soon_threadsafe(self._events.fence, a.term, self._clock())
+                self._loop.call_soon_threadsafe(self._events.fence, a.term)
             elif t is NotStanding:
                 if a.reason is not None:
                     log.info("not standing for election: %s", a.reason)
                 elif self._not_standing is not None:
                     log.info("may stand for election again")
                 self._not_standing = a.reason
-        so = self._so
+        so = self._so if self._so is not None else (self._transport._so if self._transport else None)
         if so is not None:
             # Raft's own timer never fires: only Stand (or a leadership transfer) starts an election.
             so._SyncObj__raftElectionDeadline = 0 if self._election.standing else time.monotonic() + _HOLD_S
+
+    def _adopt(self, term: int) -> None:
+        """Make pysyncobj adopt ``term`` without voting: it has no call for that, but a vote
+        request of a higher term from a candidate with no log does exactly that (it takes the
+        term, becomes a follower, and refuses the vote: the candidate's log is behind)."""
+        so = self._so if self._so is not None else (self._transport._so if self._transport else None)
+        peers = list(so.otherNodes) if so is not None else []
+        if not peers or term <= so.raftCurrentTerm:
+            return
+        self._transport.deliver(peers[0], {"type": "request_vote", "term": term, "last_log_index": -1,
+                                           "last_log_term": -1})
 
     def _node(self, name: str) -> NamedNode | None:
         so = self._so if self._so is not None else (self._transport._so if self._transport else None)
@@ -430,7 +460,7 @@ class MembershipNode:
         self._loop.call_soon_threadsafe(self._events.member_changed, change, spec)
 
     def _on_view_applied(self, view: View) -> None:
-        self._loop.call_soon_threadsafe(self._events.view_committed, view, self._clock())
+        self._loop.call_soon_threadsafe(self._events.view_committed, view)
 
     def _proposal_done(self, view: View, result: Any, err: Any) -> None:
         if err != FAIL_REASON.SUCCESS or not result:

@@ -37,8 +37,8 @@ from storage import IdSource, SqsError, Storage
 from cluster.checker.schema import NodeEvent
 from cluster.config import Timing
 from cluster.election import (
-    APPEND, OTHER, VOTE_REQUEST, Deliver, ElectionCore, Fence, LeaderContact, LeaseAck, LeaseAcked, PreVote,
-    PreVoteReply, RaftState, Send as RaftSend, Stand,
+    APPEND, OTHER, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore, Fence, LeaderContact, LeaseAck, LeaseAcked,
+    PreVote, PreVoteReply, RaftState, Release, Send as RaftSend, Stand, TermAhead,
 )
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.membership import ProposeView, RaftSample, Record, View, accept_view
@@ -60,7 +60,7 @@ RAFT_TICK_US = 20_000        # pysyncobj's autoTickPeriod
 CORE_TICK_US = 50_000        # the node runtime's tick
 HOP_US = (20, 400)           # a post from one thread of a node to the other
 
-_CORE_MESSAGES = (PreVote, PreVoteReply, LeaseAck)
+_CORE_MESSAGES = (PreVote, PreVoteReply, LeaseAck, TermAhead)
 
 
 class _Op:
@@ -83,7 +83,8 @@ class SimNode:
         self.name = name
         self.incarnation = incarnation
         self.alive = True
-        self.paused = False
+        self.paused = False               # the whole process stopped (SIGSTOP)
+        self.stalled = False              # only its event loop stopped; Raft's thread goes on
         self.deferred: list[tuple[Callable, tuple]] = []
         self.rng = rng
         now_s = world.now_s
@@ -120,11 +121,24 @@ class SimNode:
         self.alive = False
         self.deferred.clear()   # its clients find out by timing out
 
+    @property
+    def frozen(self) -> bool:
+        """Paused or stalled: its loop side is not running."""
+        return self.paused or self.stalled
+
+    def freeze(self, loop_only: bool) -> None:
+        """A pause (the whole process) or, ``loop_only``, a stall of its event loop."""
+        if loop_only:
+            self.stalled = True
+        else:
+            self.paused = True
+
     def resume(self) -> None:
-        self.paused = False
+        """The end of a pause or a stall: the backlog runs in the order it came."""
+        self.paused = self.stalled = False
         backlog, self.deferred = self.deferred, []
         for fn, args in backlog:
-            if not self.alive or self.paused:
+            if not self.alive or self.frozen:
                 break
             fn(*args)
 
@@ -133,7 +147,7 @@ class SimNode:
     def _node_event(self, fn: Callable, args: tuple) -> None:
         if not self.alive or self.world.nodes.get(self.name) is not self:
             return
-        if self.paused:
+        if self.paused or (self.stalled and getattr(fn, "__func__", None) in _LOOP_SIDE):
             self.deferred.append((fn, args))
             return
         fn(*args)
@@ -159,11 +173,20 @@ class SimNode:
         return RaftState(r.term, r.role, r.leader, r.last_index, r.last_term, tuple(r.peers))
 
     def _raft_tick(self) -> None:
+        # In pysyncobj's order: a stand the election core asked for since the last tick (if it
+        # still stands, and Raft is connected to anyone), Raft's own tick, then ours.
         w = self.world
         now_s = w.now_s
+        if self.election.standing and self.raft.role != "leader" and self._connected_to_anyone():
+            w.stood(self.name)
+            self.raft.start_election(now_s)
         self.raft.tick(now_s)
         self._election(self.election.tick(now_s, self._state()))
         w.at(w.now + RAFT_TICK_US, self._node_event, self._raft_tick, ())
+
+    def _connected_to_anyone(self) -> bool:
+        net = self.world.net
+        return any(net.up(self.name, p) and net.up(p, self.name) for p in self.raft.peers)
 
     def _raft_changed(self) -> None:
         r = self.raft
@@ -203,8 +226,16 @@ class SimNode:
             elif t is RaftSend:
                 w.net.send(self.name, a.to, RAFT, a.message)
             elif t is Stand:
-                w.stood(self.name)
-                self.raft.start_election(w.now_s)
+                pass    # carried out at Raft's next tick (_raft_tick), as pysyncobj does
+            elif t is AdoptTerm:
+                self.raft.adopt_term(a.term, w.now_s)
+            elif t is Release:
+                for item in a.held:
+                    if type(item) is AdoptTerm:
+                        self.raft.adopt_term(item.term, w.now_s)
+                    else:
+                        self._election(self.election.on_raft(item.sender, item.kind, item.term, item.message,
+                                                             w.now_s, self._state()))
             elif t is LeaseAcked:
                 self._post(True, self._loop_lease_ack, a.peer, a.term, a.stamp)
             elif t is LeaderContact:
@@ -348,3 +379,11 @@ def _plain(d: dict) -> dict:
             v = list(v)
         out[k] = v
     return out
+
+
+# What runs on the node's event loop (cluster/replicated.py): a stall holds these back, and
+# only these, while the Raft side keeps its timers and its peers.
+_LOOP_SIDE = frozenset({
+    SimNode._on_stream, SimNode._on_request, SimNode._core_tick, SimNode._flush, SimNode._loop_sample,
+    SimNode._loop_view, SimNode._loop_lease_ack, SimNode._loop_contact, SimNode._loop_fence,
+})

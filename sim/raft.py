@@ -226,6 +226,8 @@ class RaftNode:
             self._on_vote_reply(sender, msg, now)
 
     def _on_vote_request(self, sender: str, m: RequestVote, now: float) -> None:
+        if m.term < self.term:
+            return      # pysyncobj does not answer a vote request of an older term
         changed = False
         if m.term > self.term:
             self._become_follower(m.term, now)
@@ -236,23 +238,25 @@ class RaftNode:
             self.voted_for = sender
             granted = True
         if changed:
-            # A deposed leader is inactive before its vote leaves (lease.py, case 1).
             self._changed()
-        self._send(sender, VoteReply(self.term, granted))
+        if granted:     # pysyncobj answers only a granted vote
+            self._send(sender, VoteReply(self.term, granted))
+
+    def adopt_term(self, term: int, now: float) -> None:
+        """Take a higher term as a follower that voted for nobody in it (the election core's
+        AdoptTerm; the product gets pysyncobj there with a vote request it refuses)."""
+        if term > self.term:
+            self._become_follower(term, now)
+            self._changed()
 
     def _on_vote_reply(self, sender: str, m: VoteReply, now: float) -> None:
-        if m.term > self.term:
-            self._become_follower(m.term, now)
-            self._changed()
-            return
         if self.role == CANDIDATE and m.term == self.term and m.granted:
             self.votes.add(sender)
             self._maybe_win(now)
 
     def _on_append(self, sender: str, m: AppendEntries, now: float) -> None:
         if m.term < self.term:
-            self._send(sender, AppendReply(self.term, False, 0))
-            return
+            return      # pysyncobj drops an AppendEntries of an older term without a word
         changed = m.term > self.term or self.role != FOLLOWER or self.leader != sender
         if m.term > self.term or self.role != FOLLOWER:
             self._become_follower(m.term, now)
@@ -277,10 +281,7 @@ class RaftNode:
         self._send(sender, AppendReply(self.term, True, match))
 
     def _on_append_reply(self, sender: str, m: AppendReply, now: float) -> None:
-        if m.term > self.term:
-            self._become_follower(m.term, now)
-            self._changed()
-            return
+        # pysyncobj's answers carry no term a leader could learn from: it never steps down on one
         if self.role != LEADER or m.term != self.term:
             return
         self.last_response[sender] = now

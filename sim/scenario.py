@@ -37,6 +37,8 @@ FAULT_WEIGHTS: dict[str, int] = {
     "crash_master": 3, # the same, aimed at whichever node is the active master then
     "pause": 2,        # SIGSTOP-like: the node stops processing for `duration`, then resumes its backlog
     "pause_master": 2,
+    "stall": 2,        # the node's event loop stops (a long GC, a slow callback) while its Raft thread
+                       # goes on: lease acks and fences reach the loop late (the master, half of the time)
     "isolate": 2,      # cut every link to and from one node (the master, half of the time)
     "partition": 2,    # a random split of the nodes into two sides
     "bridge": 1,       # two sides that cannot talk, and one node that talks to both
@@ -83,6 +85,8 @@ class Scenario:
     forward: bool = True             # members forward clients to the master (else: 503 and a hint)
     throttle_lag_ms: int = 5_000     # flow control's bounds (cluster/replication/master.py Limits)
     throttle_lag_batches: int = 10_000
+    queue_policy: str | None = None  # the standard queue's own ack policy (its POLICY_TAG), as
+                                     # strict as the cluster's or stricter; None: untagged
 
     def names(self) -> list[str]:
         return [f"n{i + 1}" for i in range(self.nodes)]
@@ -155,12 +159,13 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     mix["send_batch"] = round(2 * rng.uniform(0.5, 1.5), 3)
     throttle_lag_ms = rng.choice((300, 1_000, 5_000))
     throttle_lag_batches = rng.choice((30, 10_000))
+    queue_policy = rng.choice(POLICIES[POLICIES.index(pol):]) if rng.random() < 0.3 else None
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
         faults=tuple(schedule), clients=clients, think_ms=think_ms, mix=mix, fifo_groups=fifo_groups,
         base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
         bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward,
-        throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches)
+        throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches, queue_policy=queue_policy)
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:
@@ -204,6 +209,8 @@ def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -
                                                                             for _ in range(n - 2)], n - 1),
                       "after_ms": rng.choice((50, 200, 600, 1500)), "then": rng.choice(("crash", "pause")),
                       "down_s": round(rng.uniform(0.5, 5.0), 3)})
+    if kind == "stall":
+        return Fault(at, "stall", dur(0.05, 1.5), "master" if rng.random() < 0.5 else rng.choice(names))
     if kind == "lossy":
         return Fault(at, "lossy", dur(0.5, 6.0), "", {"drop": rng.choice((0.02, 0.1, 0.3))})
     if kind == "dup":

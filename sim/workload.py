@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from cluster.node_core import POLICY_TAG
 from storage.commands import CreateQueue, Namespace
 
 if TYPE_CHECKING:
@@ -57,9 +58,10 @@ class StandardWorkload:
     def __init__(self, scenario: "Scenario") -> None:
         self.mix = scenario.mix
         self.groups = scenario.fifo_groups
+        self.std_tags = {POLICY_TAG: scenario.queue_policy} if scenario.queue_policy else {}
 
     def queues(self) -> list[CreateQueue]:
-        return [CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}),
+        return [CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}, self.std_tags),
                 CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)})]
 
     def draw(self, client: "Client") -> tuple[str, dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from cluster.checker import check, parse_lines, to_line
 from cluster.checker.schema import DigestRecord, History, NemesisEvent, NodeEvent, Record
 from cluster.config import Timing
+from cluster.node_core import POLICY_TAG
 from cluster.replication.core import REPLICA
 from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy
@@ -35,7 +36,7 @@ from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.net import RAFT, STREAM, Network
 from sim.node import HOP_US, SimNode
 from sim.raft import Durable
-from sim.scenario import Fault, Scenario
+from sim.scenario import POLICIES, Fault, Scenario
 from sim.workload import Workload, workload_for
 
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
@@ -98,7 +99,7 @@ class World:
         self.converged = False
         self.healed = False
         self.down: set[str] = set()
-        self.paused: set[str] = set()
+        self.paused: set[str] = set()    # paused or stalled (sim/node.py: frozen)
         self.recovering: dict[str, int] = {}    # restarted node -> log position it must reach
         self.disks: dict[str, Durable] = {}      # a crashed node's durable Raft state
         self._drops: list[float] = []
@@ -168,10 +169,16 @@ class World:
         self.down.discard(name)
         node.start()
 
+    def queue_policies(self) -> dict[str, str]:
+        """The queues that carry their own ack policy (the workload tagged them): the checker
+        holds each queue's data to its own policy."""
+        return {q.name: q.tags[POLICY_TAG] for q in self.workload.queues()
+                if q.name is not None and q.tags.get(POLICY_TAG) in POLICIES}
+
     def master(self) -> SimNode | None:
         """The god view: the node that is active and serving now, without touching its state."""
         now_s = self.now_s
-        found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].paused
+        found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].frozen
                  and self.nodes[n].core.membership.evaluate(now_s)[0] and self.nodes[n].core.replication.serving]
         return self.nodes[found[0]] if len(found) == 1 else None
 
@@ -252,7 +259,7 @@ class World:
         last = m.core.replication.log.last_seq
         for n in self.names:
             node = self.nodes.get(n)
-            if node is None or not node.alive or node.paused:
+            if node is None or not node.alive or node.frozen:
                 return False
             if node is m:
                 continue
@@ -299,7 +306,7 @@ class World:
         if lost:
             return False
         others = [self.nodes[n] for n in self.names if n != name]
-        if any(o.paused or not o.alive for o in others):
+        if any(o.frozen or not o.alive for o in others):
             return False
         quorum = len(self.names) // 2 + 1
         nodes = [self.nodes[n] for n in self.names]
@@ -324,14 +331,14 @@ class World:
                 return
             self._kill(name)
             self.at(end, self._restart, name)
-        elif kind == "pause":
+        elif kind in ("pause", "stall"):
             name = self._resolve(f.target)
             node = self.nodes.get(name)
             if name in self.down or name in self.paused or node is None:
                 return
             self.paused.add(name)
-            node.paused = True
-            self._nemesis(name, "pause")
+            node.freeze(loop_only=kind == "stall")
+            self._nemesis(name, kind)
             self.at(end, self._resume, name)
         elif kind in ("isolate", "partition", "bridge", "one_way"):
             links = self._links_of(f)
@@ -554,7 +561,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
     history = "\n".join(lines) + "\n"
     t1 = time.perf_counter()
     verdict = check(History.of(parse_lines(lines)))
-    failures = verdict.failures(scenario.policy, strict=strict)
+    failures = verdict.failures(scenario.policy, strict=strict, queue_policies=w.queue_policies())
     failures += view_failures(w.records)
     failures += w.heal_failures
     if not w.converged:

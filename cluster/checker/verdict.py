@@ -4,7 +4,7 @@ verdict rules per ack policy, and a readable text summary."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 POLICIES = ("none", "one", "majority", "all")
 STRICT_POLICIES = ("majority", "all")
@@ -183,7 +183,8 @@ class Verdict:
     def lost_deletes(self) -> tuple[Duplicate, ...]:
         return tuple(d for d in self.duplicates if d.category == AFTER_ACKED_DELETE)
 
-    def failures(self, policy: str, strict: bool = False) -> list[str]:
+    def failures(self, policy: str, strict: bool = False,
+                 queue_policies: Mapping[str, str] | None = None) -> list[str]:
         """The verdict rules the history breaks under `policy` (empty: it passes).
 
         Under every policy: no node executes a client operation while it is not the active
@@ -191,9 +192,13 @@ class Verdict:
         active at once (invariant 2), and the members converge to one digest (invariant 4).
         majority / all also: nothing lost or unexpected, no FIFO order violation. With
         strict=True also in-window duplicates (invariant 2) and lost deletes (invariant 1).
-        none / one promise none of these for the data (the counts are reported)."""
-        if policy not in POLICIES:
-            raise ValueError(f"unknown ack policy {policy!r} (expected one of {POLICIES})")
+        none / one promise none of these for the data (the counts are reported).
+        ``queue_policies``: a queue's own policy (its ack-policy tag) where it has one; the data
+        rules of each queue follow its own policy."""
+        queue_policies = dict(queue_policies or {})
+        for p in (policy, *queue_policies.values()):
+            if p not in POLICIES:
+                raise ValueError(f"unknown ack policy {p!r} (expected one of {POLICIES})")
         out = []
         if self.gating:
             out.append(f"gating: {len(self.gating)} client operations executed by a node that was not the "
@@ -204,23 +209,24 @@ class Verdict:
             out.append(f"two active masters: {len(self.two_masters)} overlaps")
         if self.divergence:
             out.append(f"divergence: {len(self.divergence)} nodes differ from the reference digest")
-        if policy not in STRICT_POLICIES:
-            return out
-        if self.lost:
-            out.append(f"lost: {len(self.lost)} acknowledged sends never received")
-        if self.unexpected:
-            out.append(f"unexpected: {len(self.unexpected)} deliveries of messages never sent")
-        if self.order_violations:
-            out.append(f"order: {len(self.order_violations)} FIFO order violations")
+
+        def promised(items: tuple[Any, ...]) -> list[Any]:
+            return [x for x in items if queue_policies.get(x.queue, policy) in STRICT_POLICIES]
+        if lost := promised(self.lost):
+            out.append(f"lost: {len(lost)} acknowledged sends never received")
+        if unexpected := promised(self.unexpected):
+            out.append(f"unexpected: {len(unexpected)} deliveries of messages never sent")
+        if order := promised(self.order_violations):
+            out.append(f"order: {len(order)} FIFO order violations")
         if strict:
-            if self.in_window:
-                out.append(f"in-window: {len(self.in_window)} messages handed out twice inside one visibility window")
-            if self.lost_deletes:
-                out.append(f"lost deletes: {len(self.lost_deletes)} messages delivered after an acknowledged delete")
+            if in_window := promised(self.in_window):
+                out.append(f"in-window: {len(in_window)} messages handed out twice inside one visibility window")
+            if lost_deletes := promised(self.lost_deletes):
+                out.append(f"lost deletes: {len(lost_deletes)} messages delivered after an acknowledged delete")
         return out
 
-    def ok_for(self, policy: str, strict: bool = False) -> bool:
-        return not self.failures(policy, strict)
+    def ok_for(self, policy: str, strict: bool = False, queue_policies: Mapping[str, str] | None = None) -> bool:
+        return not self.failures(policy, strict, queue_policies)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -28,7 +28,7 @@ def test_late_duplicate_snapshot_chunks_do_not_roll_a_replica_back():
     and a complete resent set is taken as a second transfer: StorageReplaced with the snapshot as
     of at_seq and the log reset to at_seq, below what it has already acked. Acknowledgements
     counted for the `majority` policy are then backed by nothing, and a failover loses them.
-    Fixed in 1078f46 (the core remembers the transfers it took)."""
+    The replication core remembers the transfers it took, so resent chunks of one are refused."""
     net = Cluster(("n1", "n2", "n3"), log_limit=20_000, chunk_records=50)
     net.down = {"n3"}
     net.view("n1", 1, ("n1", "n2"))

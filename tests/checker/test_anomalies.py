@@ -57,6 +57,21 @@ def test_lost_acknowledged_send():
     assert "lost" in v.summary("majority") and "token=b" in v.summary()
 
 
+def test_each_queue_is_held_to_its_own_ack_policy():
+    h = H()
+    h.send("a", 1.0, queue="weak")
+    h.send("b", 1.0, queue="tagged")
+    h.recv(5.0, 5.1, queue="weak", phase="drain")
+    h.recv(5.0, 5.1, queue="tagged", phase="drain")
+    v = check(h.history())
+    assert v.ok_for("one"), "both lost sends are within a cluster policy of one"
+    assert v.failures("one", queue_policies={"tagged": "majority"}) == ["lost: 1 acknowledged sends never received"]
+    assert v.failures("majority", queue_policies={"weak": "none"}) == ["lost: 1 acknowledged sends never received"]
+    assert v.ok_for("majority", queue_policies={"weak": "none", "tagged": "one"})
+    with pytest.raises(ValueError):
+        v.failures("one", queue_policies={"tagged": "most"})
+
+
 def test_unexpected_message():
     h = H()
     h.send("a", 1.0)

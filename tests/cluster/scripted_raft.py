@@ -140,7 +140,7 @@ class Nodes:
             now = time.monotonic()
             for a in ackers:
                 if explicit or self.rafts[a].running:
-                    self.rafts[leader].events.lease_acked(a, term, now, now)
+                    self.rafts[leader].events.lease_acked(a, term, now)
                     if self.rafts[a].running:
                         self.rafts[a].events.leader_contact(leader, now)
             await asyncio.sleep(0.03)
@@ -148,7 +148,7 @@ class Nodes:
     def commit(self, view: Any) -> None:
         now = time.monotonic()
         for n in self.running():
-            asyncio.get_running_loop().call_soon(self.rafts[n].events.view_committed, view, now)
+            asyncio.get_running_loop().call_soon(self.rafts[n].events.view_committed, view)
 
 
 __all__ = ["LinkAddrs", "NAMES", "Nodes", "eventually", "run"]

@@ -9,8 +9,9 @@ import random
 
 from cluster.config import Timing
 from cluster.election import (
-    APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, Deliver, ElectionCore, Fence, LeaseAck,
-    LeaderContact, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Send, Stand,
+    APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore, Fence,
+    LeaseAck, LeaderContact, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Release, Send, Stand,
+    TermAhead,
 )
 
 T = Timing()
@@ -46,17 +47,36 @@ def test_without_a_leader_it_asks_first_and_stands_only_with_a_majority():
     assert T.election_min <= now <= T.election_max + 0.02
     asks = of(out, Send)
     assert {a.to for a in asks} == set(PEERS)
-    assert all(a.message == PreVote(4, 10, 3) for a in asks), "the term it would stand in, and its log"
+    r = asks[0].message.round
+    assert all(a.message == PreVote(4, 10, 3, r) for a in asks), "the term it would stand in, and its log"
     assert not of(out, Stand) and not e.standing
-    assert e.on_message("b", PreVoteReply(4, False), now, follower()) == []
-    out = e.on_message("c", PreVoteReply(4, True), now, follower())
+    assert e.on_message("b", PreVoteReply(4, False, r, 3), now, follower()) == []
+    out = e.on_message("c", PreVoteReply(4, True, r, 3), now, follower())
     assert of(out, Stand) and e.standing, "itself and c: a majority of three"
+    assert not of(out, AdoptTerm), "no voter is ahead of its term"
 
 
-def test_a_late_answer_to_an_old_round_counts_for_nothing():
+def test_a_late_answer_to_an_old_round_or_from_a_stranger_counts_for_nothing():
     e = core()
-    now, _ = until_pre_vote(e, follower(term=3))
-    assert e.on_message("c", PreVoteReply(3, True), now, follower()) == []
+    now, out = until_pre_vote(e, follower(term=3))
+    r = of(out, Send)[0].message.round
+    assert e.on_message("c", PreVoteReply(4, True, r - 1, 3), now, follower()) == [], "another round, same term"
+    assert e.on_message("z", PreVoteReply(4, True, r, 3), now, follower()) == [], "not a member"
+    assert not e.standing
+
+
+def test_it_stands_beyond_the_highest_term_a_voter_holds():
+    # pysyncobj ignores a vote request of an older term: standing at our term + 1 would fail
+    # against voters further ahead, one term at a time.
+    e = core()
+    now, out = until_pre_vote(e, follower(term=3))
+    r = of(out, Send)[0].message.round
+    out = e.on_message("b", PreVoteReply(4, True, r, 9), now, follower(term=3))
+    assert out[:1] == [AdoptTerm(9)] and of(out, Stand)
+    # Raft adopts 9 and stands in 10: the stand is over once Raft is past 9
+    e.tick(now + 0.02, RaftState(9, FOLLOWER, None, 10, 3, PEERS))
+    assert e.standing
+    e.tick(now + 0.04, RaftState(10, CANDIDATE, None, 10, 3, PEERS))
     assert not e.standing
 
 
@@ -80,18 +100,18 @@ def test_peers_grant_only_without_a_live_leader_and_to_a_log_as_up_to_date():
     mine = follower(term=5, leader="b", last=(10, 5))
     # a leader heard from just now: no
     e.appended("b", 5, 9.99, now, mine)
-    assert e.on_message("c", PreVote(6, 10, 5), now, mine) == [Send("c", PreVoteReply(6, False))]
+    assert e.on_message("c", PreVote(6, 10, 5, 1), now, mine) == [Send("c", PreVoteReply(6, False, 1, 5))]
     # quiet for the minimum election timeout: yes, if the asker's log is as up to date
     later = now + T.election_min + 1e-6
-    assert e.on_message("c", PreVote(6, 10, 5), later, mine) == [Send("c", PreVoteReply(6, True))]
-    assert e.on_message("c", PreVote(6, 9, 5), later, mine) == [Send("c", PreVoteReply(6, False))]
-    assert e.on_message("c", PreVote(6, 30, 4), later, mine) == [Send("c", PreVoteReply(6, False))]
-    assert e.on_message("c", PreVote(6, 1, 6), later, mine) == [Send("c", PreVoteReply(6, True))]
-    # terms are not compared: a node whose term fell behind catches up through the real vote
-    assert e.on_message("c", PreVote(2, 10, 5), later, mine) == [Send("c", PreVoteReply(2, True))]
+    assert e.on_message("c", PreVote(6, 10, 5, 2), later, mine) == [Send("c", PreVoteReply(6, True, 2, 5))]
+    assert e.on_message("c", PreVote(6, 9, 5, 3), later, mine) == [Send("c", PreVoteReply(6, False, 3, 5))]
+    assert e.on_message("c", PreVote(6, 30, 4, 4), later, mine) == [Send("c", PreVoteReply(6, False, 4, 5))]
+    assert e.on_message("c", PreVote(6, 1, 6, 5), later, mine) == [Send("c", PreVoteReply(6, True, 5, 5))]
+    # terms are not compared; the answer says ours, and the asker stands beyond it
+    assert e.on_message("c", PreVote(2, 10, 5, 6), later, mine) == [Send("c", PreVoteReply(2, True, 6, 5))]
     # the leader itself: no
     leading = RaftState(5, LEADER, "a", 10, 5, PEERS)
-    assert e.on_message("c", PreVote(6, 10, 5), later, leading) == [Send("c", PreVoteReply(6, False))]
+    assert e.on_message("c", PreVote(6, 10, 5, 7), later, leading) == [Send("c", PreVoteReply(6, False, 7, 5))]
 
 
 def test_not_while_the_loop_says_it_may_not_stand():
@@ -119,10 +139,15 @@ def test_leader_contact_restarts_the_timer():
         assert not of(e.tick(now, state), Send)
 
 
+def grant(e: ElectionCore, out, now: float, state: RaftState, voter: str = "b") -> list:
+    r = of(out, Send)[0].message.round
+    return e.on_message(voter, PreVoteReply(state.term + 1, True, r, state.term), now, state)
+
+
 def test_raft_that_did_not_stand_is_asked_again():
     e = core()
-    now, _ = until_pre_vote(e, follower())
-    e.on_message("b", PreVoteReply(4, True), now, follower())
+    now, out = until_pre_vote(e, follower())
+    grant(e, out, now, follower())
     assert e.standing
     # Raft never started the election (it was not connected to anyone, say): a new round
     _, out = until_pre_vote(e, follower(), now)
@@ -131,8 +156,8 @@ def test_raft_that_did_not_stand_is_asked_again():
 
 def test_once_raft_stands_it_is_raft_s_election():
     e = core()
-    now, _ = until_pre_vote(e, follower())
-    e.on_message("b", PreVoteReply(4, True), now, follower())
+    now, out = until_pre_vote(e, follower())
+    grant(e, out, now, follower())
     e.tick(now + 0.02, RaftState(4, CANDIDATE, None, 10, 3, PEERS))
     assert not e.standing
     assert e.tick(now + 0.04, RaftState(4, LEADER, "a", 10, 3, PEERS)) == []
@@ -161,10 +186,32 @@ def test_a_leader_hands_a_higher_term_vote_request_to_raft_only_after_the_fence(
     # what arrives meanwhile waits behind it, in order
     append = {"type": "append_entries", "term": 4}
     assert e.on_raft("c", APPEND, 4, append, 5.001, leading) == []
-    assert e.fence_done(4) == [Deliver("c", VOTE_REQUEST, 4, vote), Deliver("c", APPEND, 4, append)]
+    held = (Deliver("c", VOTE_REQUEST, 4, vote), Deliver("c", APPEND, 4, append))
+    assert e.fence_done(4) == [Release(held)]
     assert e.fence is None
+    # let through again, each is judged afresh; the fenced term needs no second fence
+    assert e.on_raft("c", VOTE_REQUEST, 4, vote, 5.002, leading) == [held[0]]
     # a same-term request needs no fence
     assert e.on_raft("b", VOTE_REQUEST, 3, vote, 5.1, leading) == [Deliver("b", VOTE_REQUEST, 3, vote)]
+
+
+def test_messages_let_through_a_fence_meet_the_vote_guard_again():
+    # Released behind the fence: the new leader's append, then a third candidate's vote
+    # request. Once Raft accepted the append, the guard drops the vote request.
+    e = core(now=0.0)
+    leading = RaftState(3, LEADER, "a", 10, 3, PEERS)
+    e.on_raft("b", VOTE_REQUEST, 4, {"type": "request_vote", "term": 4}, 5.0, leading)
+    e.on_raft("b", APPEND, 4, {"type": "append_entries", "term": 4}, 5.001, leading)
+    e.on_raft("c", VOTE_REQUEST, 5, {"type": "request_vote", "term": 5}, 5.002, leading)
+    (release,) = e.fence_done(4)
+    now = 5.01
+    vote_b, append_b, vote_c = release.held
+    assert e.on_raft(vote_b.sender, vote_b.kind, vote_b.term, vote_b.message, now, leading) == [vote_b]
+    following = RaftState(4, FOLLOWER, "b", 10, 3, PEERS)
+    assert e.on_raft(append_b.sender, append_b.kind, append_b.term, append_b.message, now, following) == [append_b]
+    e.appended("b", 4, now, now, following)
+    assert e.on_raft(vote_c.sender, vote_c.kind, vote_c.term, vote_c.message, now, following) == []
+    assert e.votes_dropped == 1
 
 
 def test_an_unanswered_fence_lets_go_once_no_lease_can_be_fresh():
@@ -174,7 +221,7 @@ def test_an_unanswered_fence_lets_go_once_no_lease_can_be_fresh():
     e.on_raft("c", VOTE_REQUEST, 4, vote, 5.0, leading)
     assert e.tick(5.0 + T.lease / 2, leading) == []
     out = e.tick(5.0 + T.lease * (1 + T.max_drift), leading)
-    assert Deliver("c", VOTE_REQUEST, 4, vote) in out
+    assert Release((Deliver("c", VOTE_REQUEST, 4, vote),)) in out
 
 
 def test_timeout_now_from_the_leader_stands_at_once():
@@ -210,3 +257,44 @@ def test_planted_no_pre_vote_stands_on_the_timer():
         assert not of(out, Send)
         stood += of(out, Stand)
     assert stood, "cut off and unasked, it stands anyway"
+
+
+def test_an_accepted_append_calls_off_a_stand_raft_has_not_made_yet():
+    # The lease argument needs E between our last ack to a leader and our standing: a stand
+    # given, then an append from the live leader accepted before Raft's next tick, must not go on.
+    e = core()
+    now, out = until_pre_vote(e, follower(term=5, leader="b"))
+    grant(e, out, now, follower(term=5, leader="b"), voter="c")
+    assert e.standing
+    acked = e.appended("b", 5, now, now + 0.005, follower(term=5, leader="b"))
+    assert of(acked, Send) == [Send("b", LeaseAck(5, now))]
+    assert not e.standing, "the leader is alive: no stand"
+
+
+def test_a_higher_term_vote_request_calls_off_our_own_stand():
+    e = core()
+    now, out = until_pre_vote(e, follower())
+    grant(e, out, now, follower())
+    assert e.standing
+    later = now + T.election_max + 0.01
+    vote = {"type": "request_vote", "term": 4}
+    assert e.on_raft("c", VOTE_REQUEST, 4, vote, later, follower()) == [Deliver("c", VOTE_REQUEST, 4, vote)]
+    assert not e.standing and e.round is None, "it votes instead of disrupting that election"
+
+
+def test_a_node_ahead_of_the_leader_says_so_and_the_leader_adopts_its_term_behind_the_fence():
+    # pysyncobj drops an AppendEntries of an older term silently: without this a node whose term
+    # ran ahead (a candidate that lost reached it) is locked out while the leader lives.
+    ahead = core()
+    append = {"type": "append_entries", "term": 3}
+    state = RaftState(4, FOLLOWER, None, 10, 3, PEERS)
+    out = ahead.on_raft("a2", APPEND, 3, append, 5.0, state)
+    assert out == [Deliver("a2", APPEND, 3, append), Send("a2", TermAhead(4))]
+    assert ahead.on_raft("a2", APPEND, 3, append, 5.05, state) == [Deliver("a2", APPEND, 3, append)], \
+        "told once per election timeout"
+    leader = core()
+    leading = RaftState(3, LEADER, "a", 10, 3, PEERS)
+    assert leader.on_message("b", TermAhead(4), 6.0, leading) == [Fence(4)]
+    assert leader.fence_done(4) == [Release((AdoptTerm(4),))]
+    assert leader.on_message("b", TermAhead(3), 6.0, leading) == [], "not ahead"
+    assert core().on_message("b", TermAhead(9), 6.0, follower(term=3)) == [AdoptTerm(9)]

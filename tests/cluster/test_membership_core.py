@@ -116,14 +116,33 @@ def test_losing_leadership_deactivates_immediately():
     assert not ch.active and ch.at == 10.05
 
 
-def test_step_down_is_immediate_and_sticks_for_the_term():
+def test_step_down_is_immediate_and_sticks_while_the_transfer_may_succeed():
     c = core()
     take_office(c, 10.0)
     acts = c.handle(StepDown(10.01))
     assert not of(acts, ActivityChanged)[0].active
     c.handle(LeaseAck(10.02, "b", 2, 10.02))
     assert not c.evaluate(10.02)[0]
-    assert not of(c.handle(TimePassed(12.0)), ProposeView), "an abdicated master proposes nothing"
+    c.handle(LeaseAck(11.0, "b", 2, 11.0))
+    assert not c.evaluate(11.0)[0], "still within leader_fallback + election_max"
+
+
+def test_a_step_down_that_left_us_leader_ends_and_we_serve_again():
+    c = core()
+    take_office(c, 10.0)
+    c.handle(StepDown(10.01))
+    retry = 10.01 + T.leader_fallback + T.election_max
+    acts = c.handle(LeaseAck(retry, "b", 2, retry))
+    assert [r.event for r in of(acts, Record)] == ["step_down_failed", "activated"]
+    assert c.evaluate(retry)[0]
+
+
+def test_a_successful_step_down_is_forgotten_with_the_term():
+    c = core()
+    take_office(c, 10.0)
+    c.handle(StepDown(10.01))
+    c.handle(RaftSample(10.2, 3, FOLLOWER, "b", ALL))
+    assert not of(c.handle(TimePassed(12.0)), Record), "no step_down_failed after a real hand-over"
 
 
 def test_member_loss_gives_a_new_view_after_suspect_and_debounce():

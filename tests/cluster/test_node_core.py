@@ -313,6 +313,35 @@ def test_forwarding_is_answered_failed_on_a_lost_link_or_a_new_master():
     assert type(rep.forward(object(), b"x", c.now)[0]) is ForwardFailed, "no forwarding to an unreachable master"
 
 
+def test_a_forward_the_runtime_could_not_queue_fails_at_once_as_never_sent():
+    c = Cores()
+    c.serving("n1")
+    rep = c.cores["n2"]
+    tok = object()
+    (send,) = rep.forward(tok, b"request", c.now)
+    assert rep.forward_unsent(send.frame.request_id) == [
+        ForwardFailed(tok, "no connection to the master n1", sent=False)]
+    assert rep.forward_unsent(send.frame.request_id) == [], "answered once"
+    c.tick(0.1, rounds=3)
+    assert not [a for a in c.out["n2"] if type(a) is ForwardFailed], "and not again at the timeout"
+
+
+def test_a_lost_flush_request_is_made_good_by_the_next_tick():
+    c = Cores()
+    c.serving("n1")
+    master = c.cores["n1"]
+    tok = object()
+    out = master.execute(tok, CreateQueue(NS, "lost"), c.now)
+    assert FlushDue() in out
+    # the runtime drops the FlushDue: nothing is sent, the operation waits
+    c.handle("n1", [a for a in out if type(a) is not FlushDue])
+    c.run()
+    assert c.answers("n1", tok) == []
+    c.tick(0.05, leading="n1")
+    (ans,) = c.answers("n1", tok)
+    assert ans.error is None
+
+
 def test_a_node_taking_a_transfer_from_a_connected_master_must_not_stand():
     c = Cores(log_limit_bytes=2_000, chunk_records=1)
     c.serving("n1")

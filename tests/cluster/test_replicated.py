@@ -254,3 +254,22 @@ class Forwarder:
 
 
 assert NAMES == ("n1", "n2", "n3")
+
+
+@run
+async def test_a_client_callback_that_raises_does_not_stall_the_others():
+    c = Nodes()
+    await c.start()
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+
+        def rude(result: Any, err: BaseException | None) -> None:
+            raise RuntimeError("a client callback with a bug")
+        # one turn: the rude callback's answer comes first among the batch's answers
+        c["n1"].execute(SendMessage(NS.key("q"), "rude"), rude)
+        futs = [execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")) for i in range(20)]
+        await asyncio.wait_for(asyncio.gather(*futs), 5)
+        await converged(c, "n1", "n2", "n3")
+    finally:
+        await c.stop()
