@@ -19,10 +19,19 @@ _ERROR_PREFIX = "com.amazonaws.sqs#"
 
 
 def action_of(target: str, model: ServiceModel) -> str:
+    action = _targets(model).get(target)
+    if action is not None:
+        return action
     prefix, _, action = target.partition(".")
     if prefix != model.target_prefix or action not in model.operations:
         raise INVALID_ACTION(f"The action {action or target} is not valid for this endpoint.")
     return action
+
+
+@cache
+def _targets(model: ServiceModel) -> dict[str, str]:
+    """X-Amz-Target -> action, for every valid target."""
+    return {f"{model.target_prefix}.{action}": action for action in model.operations}
 
 
 _decode = json.JSONDecoder().decode

@@ -36,5 +36,4 @@ class RequestContext:
 
     ns: Namespace
     base_url: str                     # e.g. http://localhost:9324
-    request_id: str
     trace_header: str | None = None   # X-Amzn-Trace-Id: a SendMessage's AWSTraceHeader

@@ -9,19 +9,21 @@ from urllib.parse import urlencode
 
 import botocore.serialize
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage import commands as c
 from storage.commands import MessageAttributeValue, Namespace, QueueKey
 from storage.errors import SqsError
 
-from elasticmq_py.protocol import json_proto, query_proto, requests
+from elasticmq_py.protocol import addressing, json_proto, query_proto, requests
 from elasticmq_py.protocol.model import sqs_model
 from elasticmq_py.protocol.wire import RequestContext
 
 from tests.endpoint.samples import ARN, SAMPLES
 
 MODEL = sqs_model()
-CTX = RequestContext(Namespace("eu-west-1", "000000000000"), "http://localhost:9324", "rid")
+CTX = RequestContext(Namespace("eu-west-1", "000000000000"), "http://localhost:9324")
 Q1 = QueueKey("eu-west-1", "000000000000", "q1")
 
 
@@ -272,3 +274,23 @@ def test_trace_header_becomes_the_aws_trace_header_system_attribute():
     cmd = requests.to_command("SendMessage", tree, ctx)
     assert cmd.system_attributes["AWSTraceHeader"].string_value == "Root=mine"
     assert requests.to_command("SendMessage", tree, CTX).system_attributes["AWSTraceHeader"].string_value == "Root=mine"
+
+
+_AUTH_PIECES = st.sampled_from([
+    "AWS4-HMAC-SHA256 ", "Credential=", "AKID", "/", "20240101", "2024010", "us-east-1", "eu-west-2",
+    "sqs", "aws4_request", ",", ", ", " ", "SignedHeaders=host", "Signature=00", "x" * 70, "-", "\t",
+    # whole scopes, and scopes broken where the pattern is strict
+    "Credential=AKID/20240101/us-east-1/", "Credential=AKID/20240101/eu-west-2/sqs",
+    "Credential=AK,ID/20240101/us-east-1/", "Credential=AKID/2024010/ap-south-1/",
+    "Credential= AKID/20240101/us-west-2/", "Credential=/20240101/sa-east-1/",
+])
+
+
+@given(st.lists(_AUTH_PIECES, max_size=14).map("".join))
+@settings(max_examples=500, deadline=None)
+def test_region_is_the_credential_scopes(auth):
+    # the cached reading answers what a plain search of the header answers, header after header
+    m = addressing._SCOPE.search(auth)
+    expected = m.group(1) if m else "default"
+    assert addressing.region_from_headers({"authorization": auth}, None, "default") == expected
+    assert addressing.region_from_headers({"authorization": auth}, None, "default") == expected
