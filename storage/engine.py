@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 from binascii import a2b_base64, b2a_base64
-import dataclasses
 import hashlib
 import heapq
 import json
@@ -20,6 +19,8 @@ import logging
 import re
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import msgspec
 
 from storage import md5 as md5mod
 from storage import validation as v
@@ -1249,7 +1250,7 @@ def invalid_value_rp(value: str, reason: str) -> SqsError:
 
 
 def _task_with(task: MoveTaskRecord, **changes: Any) -> MoveTaskRecord:
-    return dataclasses.replace(task, version=task.version + 1, **changes)
+    return msgspec.structs.replace(task, version=task.version + 1, **changes)
 
 
 def _each_entry(entries: Iterable[Any], fn: Callable[[Any], Any]) -> tuple[tuple, tuple[BatchResultError, ...]]:
