@@ -64,6 +64,13 @@ def _region_of(auth: str) -> str | None:
     return region
 
 
+def region_of_scope(scope: str) -> str | None:
+    """The region named by the text of an Authorization header up to its first ",", if it
+    names one; every header that starts with that text names the same region (the scope's
+    pattern cannot run past a ",")."""
+    return _region_of(scope)
+
+
 def queue_url(base_url: str, key: QueueKey) -> str:
     return f"{base_url}/{key.account}/{key.name}"
 

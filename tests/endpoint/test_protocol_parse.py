@@ -14,9 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import commands as c
+from storage.clock import ManualClock
 from storage.commands import MessageAttributeValue, Namespace, QueueKey
 from storage.errors import SqsError
 
+from elasticmq_py.backend import LocalBackend
+from elasticmq_py.endpoint import Endpoint, EndpointConfig
 from elasticmq_py.protocol import addressing, json_proto, query_proto, requests
 from elasticmq_py.protocol.model import sqs_model
 from elasticmq_py.protocol.wire import RequestContext
@@ -295,3 +298,23 @@ def test_region_is_the_credential_scopes(auth):
     expected = m.group(1) if m else "default"
     assert addressing.region_from_headers({"authorization": auth}, None, "default") == expected
     assert addressing.region_from_headers({"authorization": auth}, None, "default") == expected
+
+
+@given(st.lists(st.tuples(st.lists(_AUTH_PIECES, max_size=10).map("".join),
+                          st.sampled_from([None, "localhost:9324", "sqs.local:4566"]),
+                          st.sampled_from([None, "AKID/20240101/ap-east-1/sqs/aws4_request", "AKID/x"]),
+                          st.sampled_from([None, "Root=1-5759e988-bd862e3fe1be46a994272793"])),
+                min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_the_endpoint_context_is_what_the_headers_say(requests_seen):
+    # The endpoint keeps contexts per credential scope (the Authorization header up to its
+    # first ","): request after request, hit or miss, it answers what the headers alone say.
+    endpoint = Endpoint(LocalBackend(ManualClock()), EndpointConfig(account_id="123456789012", region="default"))
+    for auth, host, presigned, trace in requests_seen:
+        headers = {k: v for k, v in (("authorization", auth), ("host", host), ("x-amzn-trace-id", trace))
+                   if v is not None}
+        form = {"X-Amz-Credential": presigned} if presigned is not None else None
+        region = addressing.region_from_headers(headers, form, "default")
+        expected = RequestContext(Namespace(region, "123456789012"),
+                                  addressing.base_url(headers, EndpointConfig().fallback_host), trace)
+        assert endpoint._context(headers, form) == expected
