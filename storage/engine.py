@@ -40,7 +40,7 @@ from storage.errors import (
 )
 from storage.ids import IdSource
 from storage.limits import STRICT, Limits
-from storage.model import Message, Queue
+from storage.model import Message, Queue, message_of
 from storage.mutations import (
     NO_ATTRIBUTES, AttemptEntry, AttemptRecorded, DedupEntry, MessageAdded, MessageChanged, MessageDeleted,
     MessageRecord, MessageRestored, MessagesRestored, MoveTaskRecord, MoveTaskUpdated, Mutation, Pruned, QueueCreated,
@@ -624,7 +624,9 @@ class Storage:
             md5_body, md5_attrs, md5_sys, now, sender or q.key.account, group_id, dedup_id, seq, None,
             # without a delay, the one int object twice (an int is 32 bytes per stored message)
             1, None, now + delay_ms if delay_ms else now, 0, 0, 0)
-        self._emit(out, MessageAdded(q.qid, rec, dedup))
+        added = MessageAdded(q.qid, rec, dedup)
+        self._apply_message_added(added)   # = _emit, without its lookup: a send's one mutation
+        out.append(added)
         return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else str(seq))
 
     def _send_message(self, c: SendMessage, now: int, out: list) -> SendMessageResult:
@@ -1094,7 +1096,7 @@ class Storage:
         for rec in m.messages:
             if rec.message_id in messages or rec.serial < purged_below:
                 continue
-            insert(Message(rec), now)
+            insert(message_of(rec), now)
             seq = rec.sequence_number
             if seq is not None and seq >= next_sequence:
                 next_sequence = seq + 1

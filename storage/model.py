@@ -40,6 +40,8 @@ from functools import partial
 from itertools import islice
 from typing import Callable, Iterator, Mapping
 
+import msgspec
+
 from storage.commands import QueueKey
 from storage.mutations import AttemptEntry, DedupEntry, MessageRecord, MoveTaskRecord
 from storage.queue_config import QueueConfig
@@ -49,21 +51,25 @@ MAX_TASK_HISTORY = 10
 # Changes and removals between two looks at whether the indexes need compacting: the look costs
 # several times a change, and the indexes grow by at most one entry per change meanwhile.
 COMPACT_CHECK_EVERY = 256
+_heappush = heapq.heappush
 
 
-class Message:
-    __slots__ = ("rec", "version", "receipt", "visible_ms", "receive_count", "first_receive_ms",
-                 "last_receive_ms", "where")
+class Message(msgspec.Struct, gc=False, eq=False):
+    """A stored message: its record as sent (or restored) and its state since, which changes.
 
-    def __init__(self, rec: MessageRecord):
-        self.rec = rec
-        self.version = rec.version
-        self.receipt = rec.receipt
-        self.visible_ms = rec.visible_ms
-        self.receive_count = rec.receive_count
-        self.first_receive_ms = rec.first_receive_ms
-        self.last_receive_ms = rec.last_receive_ms
-        self.where = PENDING
+    A Struct, built in C (~1,000 instructions fewer than a slotted class's ``__init__``, per
+    message stored), compared by identity, and not tracked by the cycle collector: it holds
+    its record and numbers and strings only, so no cycle can run through it, and a big store
+    is that many objects fewer for a collection to walk (elasticmq_py/gcpolicy.py)."""
+
+    rec: MessageRecord
+    version: int
+    receipt: str | None
+    visible_ms: int
+    receive_count: int
+    first_receive_ms: int
+    last_receive_ms: int
+    where: int = PENDING
 
     def record(self) -> MessageRecord:
         r = self.rec
@@ -74,6 +80,12 @@ class Message:
             r.md5_of_attributes, r.md5_of_system_attributes, r.sent_ms, r.sender_id, r.group_id,
             r.deduplication_id, r.sequence_number, r.dlq_source_arn, self.version, self.receipt,
             self.visible_ms, self.receive_count, self.first_receive_ms, self.last_receive_ms)
+
+
+def message_of(rec: MessageRecord) -> Message:
+    """A message as its record says (pending until an index takes it)."""
+    return Message(rec, rec.version, rec.receipt, rec.visible_ms, rec.receive_count,
+                   rec.first_receive_ms, rec.last_receive_ms)
 
 
 class Group:
@@ -138,7 +150,7 @@ class Queue:
     def add(self, rec: MessageRecord, dedup: DedupEntry | None, now: int) -> None:
         """Apply a MessageAdded whose serial is new here: the message, and what its send decided
         for the queue (the next FIFO sequence number, the dedup entry)."""
-        self.insert(Message(rec), now)
+        self.insert(message_of(rec), now)
         seq = rec.sequence_number
         if seq is not None and seq >= self.next_sequence:
             self.next_sequence = seq + 1
@@ -149,33 +161,36 @@ class Queue:
     def insert(self, msg: Message, now: int) -> None:
         """Add a message; ``now`` only decides which index it starts in (never logical state)."""
         rec = msg.rec
-        self.messages[rec.message_id] = msg
+        mid = rec.message_id
+        serial = rec.serial
+        self.messages[mid] = msg
         if msg.receipt is not None:
             self.by_receipt[msg.receipt] = msg
-        if rec.serial >= self.next_serial:
-            self.next_serial = rec.serial + 1
-        if self.fifo:
+        if serial >= self.next_serial:
+            self.next_serial = serial + 1
+        fifo = self.fifo
+        if fifo:
             gid = rec.group_id or ""
             group = self.groups.get(gid)
             if group is None:
                 group = self.groups[gid] = Group()
             ids = group.ids
-            if not ids or self.messages.get(ids[-1]) is None or self.messages[ids[-1]].rec.serial < rec.serial:
-                ids.append(rec.message_id)
+            if not ids or self.messages.get(ids[-1]) is None or self.messages[ids[-1]].rec.serial < serial:
+                ids.append(mid)
             else:
                 # Restores may arrive out of serial order; keep the group in send order.
-                ordered = sorted([*ids, rec.message_id],
+                ordered = sorted([*ids, mid],
                                  key=lambda i: self.messages[i].rec.serial if i in self.messages else -1)
                 group.ids = deque(i for i in ordered if i in self.messages)
-        heapq.heappush(self.expiry, (rec.sent_ms, rec.serial, rec.message_id))
+        _heappush(self.expiry, (rec.sent_ms, serial, mid))
         if msg.visible_ms <= now:
             # Already visible: straight to the ready side, so that a burst of sends is not
             # promoted one by one (O(n log n) in a single receive) later.
             msg.where = READY
             self.n_ready += 1
             fresh = self.fresh
-            if not self.fifo and (not fresh or fresh[-1][0] < rec.serial):
-                fresh.append((rec.serial, rec.message_id, msg.version))  # = _make_ready, for a send
+            if not fifo and (not fresh or fresh[-1][0] < serial):
+                fresh.append((serial, mid, msg.version))  # = _make_ready, for a send
             else:
                 self._make_ready(msg)
             return
@@ -184,7 +199,7 @@ class Queue:
             self.n_inflight += 1
         else:
             self.n_delayed += 1
-        heapq.heappush(self.pending, (msg.visible_ms, rec.serial, rec.message_id, msg.version))
+        _heappush(self.pending, (msg.visible_ms, serial, mid, msg.version))
 
     def change(self, msg: Message, version: int, receipt: str | None, visible_ms: int,
                receive_count: int, first_receive_ms: int, last_receive_ms: int) -> None:
