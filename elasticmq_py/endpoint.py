@@ -23,7 +23,7 @@ from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMess
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from storage.results import ReceiveMessageResult
 
-from cluster.node_core import ForwardTo, Refuse
+from cluster.node_core import LOCAL, ForwardTo, Refuse
 
 from elasticmq_py import dashboard
 from elasticmq_py import metrics as metrics_mod
@@ -59,6 +59,7 @@ class Endpoint:
         self.config = config
         self.admin = admin
         self.model = sqs_model()
+        self._json = json_proto.JsonReader(self.model)
         self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives,
                                            cluster=backend.status if admin is not None else None)
         # (credential scope, Host) or (None, region, Host) -> what requests from there are
@@ -68,16 +69,21 @@ class Endpoint:
     # -- entry points ------------------------------------------------------------------------
 
     def handle(self, req: HttpRequest, reply: Reply) -> None:
-        if req.method == "GET" and req.path in _ADMIN:
-            reply.set(_ADMIN[req.path](self, req))
-            return
-        if req.path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
-            if self.admin is None:
-                reply.set(not_a_cluster(req))
-            else:
-                reply.follow(self.admin.handle(req), lambda: self.reject(req.headers, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
-            return
+        path = req.path
+        if path != "/":   # where JSON and most Query requests go, and no admin path
+            if req.method == "GET" and path in _ADMIN:
+                reply.set(_ADMIN[path](self, req))
+                return
+            if path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
+                if self.admin is None:
+                    reply.set(not_a_cluster(req))
+                else:
+                    reply.follow(self.admin.handle(req), lambda: self.reject(req.headers, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
+                return
         route = self.backend.route()
+        if route is LOCAL:
+            self._sqs(req, reply)
+            return
         t = type(route)
         if t is ForwardTo:
             self.backend.forward(req, lambda resp, err: reply.set(resp if err is None else self.reject(req.headers, err)))
@@ -121,8 +127,14 @@ class Endpoint:
         target = req.headers.get("x-amz-target")
         call = _Call(self, QUERY if target is None else JSON, _request_id(), _perf_counter(), reply)
         try:
-            if target is not None:
-                command = self._parse_json(req, target, call)
+            if target is not None:   # JSON: its parse inline, a call fewer
+                if req.method != "POST":
+                    raise perr.METHOD_NOT_ALLOWED("The JSON protocol requires POST.")
+                reader = self._json
+                call.action = action = reader.action_of(target)
+                params = reader.parse(action, req.body)
+                call.ctx = ctx = self._context(req.headers, None)
+                call.command = command = requests.BUILDERS[action](params, ctx)
             else:
                 command = self._parse_query(req, call)
             if refused is not None:
@@ -132,17 +144,6 @@ class Endpoint:
             reply.set(call.error(e))
         except Exception:
             reply.set(call.internal_error())
-
-    def _parse_json(self, req: HttpRequest, target: str, call: "_Call") -> Command:
-        """The command of a JSON request; ``call`` learns its action, command and context."""
-        if req.method != "POST":
-            raise perr.METHOD_NOT_ALLOWED("The JSON protocol requires POST.")
-        model = self.model
-        call.action = action = json_proto.action_of(target, model)
-        params = json_proto.parse(action, req.body, model)
-        call.ctx = ctx = self._context(req.headers, None)
-        call.command = command = requests.BUILDERS[action](params, ctx)
-        return command
 
     def _parse_query(self, req: HttpRequest, call: "_Call") -> Command:
         """The command of a Query request (a form, in the body or the URL)."""
@@ -265,12 +266,12 @@ class _Call(msgspec.Struct):
     def ok(self, result: Any) -> HttpResponse:
         output = responses.to_output(result, self.ctx)
         if self.proto == JSON:
-            status, headers, body = json_proto.render(output, self.request_id)
+            resp = HttpResponse(*json_proto.render(output, self.request_id))
         else:
-            status, headers, body = query_proto.render(self.action, output, self.request_id, self.endpoint.model,
-                                                       self.proto == QUERY_JSON)
+            resp = HttpResponse(*query_proto.render(self.action, output, self.request_id, self.endpoint.model,
+                                                    self.proto == QUERY_JSON))
         self.endpoint.metrics.observe_ok(self.action, _perf_counter() - self.started)
-        return HttpResponse(status, headers, body)
+        return resp
 
     def error(self, err: SqsError) -> HttpResponse:
         if self.proto == JSON:

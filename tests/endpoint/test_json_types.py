@@ -22,7 +22,7 @@ from tests.endpoint.samples import SAMPLES
 
 MODEL = sqs_model()
 ACTIONS = sorted(MODEL.operations)
-FAST = json_proto._decoders(MODEL)
+FAST = json_proto.JsonReader(MODEL).decoders
 
 
 def _wire(obj):

@@ -27,6 +27,7 @@ from elasticmq_py.protocol.wire import RequestContext
 from tests.endpoint.samples import ARN, SAMPLES
 
 MODEL = sqs_model()
+JSON = json_proto.JsonReader(MODEL)
 CTX = RequestContext(Namespace("eu-west-1", "000000000000"), "http://localhost:9324")
 Q1 = QueueKey("eu-west-1", "000000000000", "q1")
 
@@ -35,8 +36,8 @@ def via_json(action, params, json_model):
     req = botocore.serialize.create_serializer("json").serialize_to_request(
         params, json_model.operation_model(action))
     assert req["headers"]["X-Amz-Target"] == f"AmazonSQS.{action}"
-    assert json_proto.action_of(req["headers"]["X-Amz-Target"], MODEL) == action
-    tree = json_proto.parse(action, req["body"], MODEL)
+    assert JSON.action_of(req["headers"]["X-Amz-Target"]) == action
+    tree = JSON.parse(action, req["body"])
     return requests.to_command(action, tree, CTX)
 
 
@@ -111,7 +112,7 @@ def test_queue_level_fields(json_model):
     ("q1", Q1),
 ])
 def test_queue_url_forms(url, expected):
-    tree = json_proto.parse("PurgeQueue", b'{"QueueUrl": "%s"}' % url.encode(), MODEL)
+    tree = JSON.parse("PurgeQueue", b'{"QueueUrl": "%s"}' % url.encode())
     assert requests.to_command("PurgeQueue", tree, CTX) == c.PurgeQueue(expected)
 
 
@@ -126,7 +127,7 @@ def test_queue_url_forms(url, expected):
     ("http://h/%%%/q", "AWS.SimpleQueueService.NonExistentQueue"),
 ])
 def test_bad_queue_urls(url, code):
-    tree = json_proto.parse("PurgeQueue", ('{"QueueUrl": "%s"}' % url).encode(), MODEL)
+    tree = JSON.parse("PurgeQueue", ('{"QueueUrl": "%s"}' % url).encode())
     with pytest.raises(SqsError) as e:
         requests.to_command("PurgeQueue", tree, CTX)
     assert e.value.code == code
@@ -152,7 +153,7 @@ def test_query_get_and_empty_list():
 
 def json_error(action, body: bytes) -> SqsError:
     with pytest.raises(SqsError) as e:
-        json_proto.parse(action, body, MODEL)
+        JSON.parse(action, body)
     return e.value
 
 
@@ -195,7 +196,7 @@ def test_json_missing_required():
 
 
 def test_json_unknown_members_ignored():
-    tree = json_proto.parse("PurgeQueue", b'{"QueueUrl": "q", "Bogus": [1, {"x": 2}]}', MODEL)
+    tree = JSON.parse("PurgeQueue", b'{"QueueUrl": "q", "Bogus": [1, {"x": 2}]}')
     assert tree == {"QueueUrl": "q"}
 
 
@@ -210,10 +211,10 @@ def test_lone_surrogates_refused():
 
 def test_unknown_actions():
     with pytest.raises(SqsError) as e:
-        json_proto.action_of("AmazonSQS.Frobnicate", MODEL)
+        JSON.action_of("AmazonSQS.Frobnicate")
     assert e.value.code == "InvalidAction" and e.value.status == 400
     with pytest.raises(SqsError) as e:
-        json_proto.action_of("DynamoDB_20120810.SendMessage", MODEL)
+        JSON.action_of("DynamoDB_20120810.SendMessage")
     assert e.value.code == "InvalidAction"
     assert query_error(b"Action=Frobnicate").code == "InvalidAction"
     assert query_error(b"QueueUrl=q").code == "UnknownOperationException"
@@ -269,12 +270,12 @@ def test_trace_header_becomes_the_aws_trace_header_system_attribute():
     # LocalStack's AWS-validated test_aws_trace_header_propagation: X-Amzn-Trace-Id on SendMessage.
     header = "Root=1-3152b799-8954dae64eda91bc9a23a7e8;Parent=7fa8c0f79203be72;Sampled=1"
     ctx = dataclasses.replace(CTX, trace_header=header)
-    tree = json_proto.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x"}', MODEL)
+    tree = JSON.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x"}')
     cmd = requests.to_command("SendMessage", tree, ctx)
     assert cmd.system_attributes == {"AWSTraceHeader": MessageAttributeValue("String", string_value=header)}
     # one sent as a system attribute wins
-    tree = json_proto.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x", "MessageSystemAttributes": '
-                                           b'{"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=mine"}}}', MODEL)
+    tree = JSON.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x", "MessageSystemAttributes": '
+                                     b'{"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=mine"}}}')
     cmd = requests.to_command("SendMessage", tree, ctx)
     assert cmd.system_attributes["AWSTraceHeader"].string_value == "Root=mine"
     assert requests.to_command("SendMessage", tree, CTX).system_attributes["AWSTraceHeader"].string_value == "Root=mine"
