@@ -69,16 +69,15 @@ class Endpoint:
     # -- entry points ------------------------------------------------------------------------
 
     def handle(self, req: HttpRequest, reply: Reply) -> None:
+        # No lambda in here (they are in _cluster_admin and _forward): a variable a lambda
+        # captures becomes a cell, made and freed on every call.
         path = req.path
         if path != "/":   # where JSON and most Query requests go, and no admin path
             if req.method == "GET" and path in _ADMIN:
                 reply.set(_ADMIN[path](self, req))
                 return
             if path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
-                if self.admin is None:
-                    reply.set(not_a_cluster(req))
-                else:
-                    reply.follow(self.admin.handle(req), lambda: self.reject(req.headers, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
+                self._cluster_admin(req, reply)
                 return
         route = self.backend.route()
         if route is LOCAL:
@@ -86,7 +85,7 @@ class Endpoint:
             return
         t = type(route)
         if t is ForwardTo:
-            self.backend.forward(req, lambda resp, err: reply.set(resp if err is None else self.reject(req.headers, err)))
+            self._forward(req, reply)
         elif t is Refuse:
             self._sqs(req, reply, refused=route.reason)
         else:
@@ -95,6 +94,15 @@ class Endpoint:
     def handle_forwarded(self, req: HttpRequest, respond: "Callable[[HttpResponse], None]") -> None:
         """A request another member forwarded to us (the master): never forwarded again."""
         self._sqs(req, Reply(respond))
+
+    def _cluster_admin(self, req: HttpRequest, reply: Reply) -> None:
+        if self.admin is None:
+            reply.set(not_a_cluster(req))
+        else:
+            reply.follow(self.admin.handle(req), lambda: self.reject(req.headers, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
+
+    def _forward(self, req: HttpRequest, reply: Reply) -> None:
+        self.backend.forward(req, lambda resp, err: reply.set(resp if err is None else self.reject(req.headers, err)))
 
     def reject(self, headers: dict[str, str], err: SqsError) -> HttpResponse:
         """A response for a request the glue refused before reading it (too large, bad HTTP),
@@ -253,8 +261,7 @@ class _Call(msgspec.Struct):
                 raise err
             command = self.command
             if type(command) is ReceiveMessage and Endpoint._should_wait(command, result):
-                self.reply.follow(self.endpoint._guarded_wait(self, command, result),
-                                  lambda: self.error(INTERNAL_ERROR(_INTERNAL_MESSAGE)))
+                self._wait(command, result)
                 return
             resp = self.ok(result)
         except SqsError as e:
@@ -262,6 +269,12 @@ class _Call(msgspec.Struct):
         except Exception:
             resp = self.internal_error()
         self.reply.set(resp)
+
+    def _wait(self, command: ReceiveMessage, result: ReceiveMessageResult) -> None:
+        """Answer once the long poll ends (out of ``done``: its lambda would make ``self`` a
+        cell in ``done``, made and freed per request)."""
+        self.reply.follow(self.endpoint._guarded_wait(self, command, result),
+                          lambda: self.error(INTERNAL_ERROR(_INTERNAL_MESSAGE)))
 
     def ok(self, result: Any) -> HttpResponse:
         output = responses.to_output(result, self.ctx)

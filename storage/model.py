@@ -178,10 +178,7 @@ class Queue:
             if not ids or self.messages.get(ids[-1]) is None or self.messages[ids[-1]].rec.serial < serial:
                 ids.append(mid)
             else:
-                # Restores may arrive out of serial order; keep the group in send order.
-                ordered = sorted([*ids, mid],
-                                 key=lambda i: self.messages[i].rec.serial if i in self.messages else -1)
-                group.ids = deque(i for i in ordered if i in self.messages)
+                self._insert_in_order(group, mid)
         _heappush(self.expiry, (rec.sent_ms, serial, mid))
         if msg.visible_ms <= now:
             # Already visible: straight to the ready side, so that a burst of sends is not
@@ -200,6 +197,13 @@ class Queue:
         else:
             self.n_delayed += 1
         _heappush(self.pending, (msg.visible_ms, serial, mid, msg.version))
+
+    def _insert_in_order(self, group: Group, mid: str) -> None:
+        """Restores may arrive out of serial order; keep the group in send order. (Out of
+        ``insert``: its lambda would make ``self`` a cell there, made and freed per insert.)"""
+        messages = self.messages
+        ordered = sorted([*group.ids, mid], key=lambda i: messages[i].rec.serial if i in messages else -1)
+        group.ids = deque(i for i in ordered if i in messages)
 
     def change(self, msg: Message, version: int, receipt: str | None, visible_ms: int,
                receive_count: int, first_receive_ms: int, last_receive_ms: int) -> None:

@@ -126,6 +126,12 @@ def to_output(result: object, ctx: RequestContext) -> Out | None:
     fast = _FAST.get(type(result))
     if fast is not None:
         return fast(result, ctx)
+    return _by_match(result, ctx)
+
+
+def _by_match(result: object, ctx: RequestContext) -> Out | None:
+    """The rest of ``to_output`` (apart, so that ``ctx``, which its comprehensions capture, is
+    a cell only here and not on the hot results' path)."""
     match result:
         case None:
             return None
