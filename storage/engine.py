@@ -40,7 +40,7 @@ from storage.errors import (
 )
 from storage.ids import IdSource
 from storage.limits import STRICT, Limits
-from storage.model import Message, Queue, message_of
+from storage.model import Message, Queue
 from storage.mutations import (
     NO_ATTRIBUTES, AttemptEntry, AttemptRecorded, DedupEntry, MessageAdded, MessageChanged, MessageDeleted,
     MessageRecord, MessageRestored, MessagesRestored, MoveTaskRecord, MoveTaskUpdated, Mutation, Pruned, QueueCreated,
@@ -1096,7 +1096,7 @@ class Storage:
         for rec in m.messages:
             if rec.message_id in messages or rec.serial < purged_below:
                 continue
-            insert(message_of(rec), now)
+            insert(Message(rec), now)
             seq = rec.sequence_number
             if seq is not None and seq >= next_sequence:
                 next_sequence = seq + 1
