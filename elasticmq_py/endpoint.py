@@ -133,7 +133,7 @@ class Endpoint:
 
     def _sqs(self, req: HttpRequest, reply: Reply, refused: str | None = None) -> None:
         target = req.headers.get("x-amz-target")
-        request_id = _request_id()
+        request_id = _ID_PREFIX + (next(_ID_COUNTER) & _ID_MASK).to_bytes(6, "big").hex()  # = _request_id()
         started = _perf_counter()
         call = None
         action = "unknown"   # until parsed, so that metrics never take a client's string
@@ -311,12 +311,13 @@ class _Call(msgspec.Struct):
 
 _ID_PREFIX = str(uuid.uuid4())[:24]
 _ID_COUNTER = itertools.count()
+_ID_MASK = 0xFFFFFFFFFFFF   # 12 hex digits
 
 
 def _request_id() -> str:
     # UUID-shaped and unique per process start; a counter costs a tenth of uuid4()
     # (the counter's 12 hex digits as its 6 bytes in hex: cheaper than a "012x" format spec)
-    return _ID_PREFIX + (next(_ID_COUNTER) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
+    return _ID_PREFIX + (next(_ID_COUNTER) & _ID_MASK).to_bytes(6, "big").hex()
 
 
 _ADMIN = {

@@ -630,7 +630,14 @@ class Storage:
         return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else str(seq))
 
     def _send_message(self, c: SendMessage, now: int, out: list) -> SendMessageResult:
-        return self._send_one(self._queue(c.queue), c, c.sender_id, now, out)
+        key = c.queue
+        try:   # = _queue(key), inlined: the busiest action
+            q = self._by_key.get((key.region, key.account, key.name))
+        except AttributeError:
+            q = None
+        if q is None:
+            raise queue_does_not_exist()
+        return self._send_one(q, c, c.sender_id, now, out)
 
     def _send_message_batch(self, c: SendMessageBatch, now: int, out: list) -> SendMessageBatchResult:
         q = self._queue(c.queue)
