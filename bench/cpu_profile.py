@@ -196,6 +196,8 @@ def profile(phases: list[str], n: int, keep: Path | None = None) -> dict[str, fl
     out_dir = Path(tempfile.mkdtemp(prefix="cpu-profile-")) if keep is None else keep
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = out_dir / "phases.json"
+    for old in out_dir.glob("callgrind.out*"):   # a --keep folder used before: its files go
+        old.unlink()
     env = {k: v for k, v in os.environ.items() if k != "ELASTICMQ_PY_FROZEN"}
     env["PYTHONHASHSEED"] = "0"
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={_MARKER}",
