@@ -1,8 +1,8 @@
 """A stable hash of storage state, for proving that members converged.
 
-It hashes a canonical form of its own (records and dataclasses as [name, fields...], mappings sorted by key)
-rather than the wire codec's bytes, so that a change of wire format never changes a digest and
-the digest never depends on dict insertion order.
+It hashes a canonical form of its own (records and dataclasses as [name, fields...], mappings
+sorted by key) rather than the wire codec's bytes, so that a change of wire format never changes
+a digest and the digest never depends on dict insertion order.
 """
 
 from __future__ import annotations

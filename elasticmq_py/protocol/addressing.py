@@ -95,9 +95,8 @@ def key_from_path(path: str, ns: Namespace) -> QueueKey | None:
     return None
 
 
-# Clients repeat the same few URLs; parsing one costs more than the send. Keyed by plain strings
-# (hashing a Namespace, a frozen dataclass, runs Python code); emptied when full. Refused URLs
-# raise and are not kept.
+# Clients repeat the same few URLs; parsing one costs more than the send. Emptied when full.
+# Refused URLs raise and are not kept.
 _KEYS: dict[tuple[str, str, str], QueueKey] = {}
 _KEYS_MAX = 4096
 

@@ -623,25 +623,3 @@ def test_fuzz_one_field_replaced(obj, data):
     except (OverflowError, ValueError, TypeError):
         assume(False)
     _decodes_or_codec_error(ONE + packed)
-
-
-def test_the_codec_suite_in_production_mode():
-    """``make test`` runs with frozen value types (ELASTICMQ_PY_FROZEN=1); served nodes run
-    without, and the decoders then build objects another way (a plain ``__init__``). This
-    file's other tests, once more in that mode, in a child process."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "ELASTICMQ_PY_FROZEN"}
-    root = Path(__file__).parents[2]
-    mode = subprocess.run([sys.executable, "-c", "from storage.records import FROZEN; print(FROZEN)"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=60)
-    assert mode.stdout.strip() == "False", mode.stderr
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", __file__,
-         "-k", "not production_mode"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
