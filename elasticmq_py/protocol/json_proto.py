@@ -43,16 +43,30 @@ class JsonReader:
 
     def parse(self, action: str, body: bytes) -> dict:
         """The parameter tree of a JSON request body for ``action`` (already checked by action_of)."""
-        fast = self.decoders.get(action)
-        if fast is not None:
-            try:
-                return fast.decode(body)
-            except Exception:
-                pass   # refused by the fast path: the reference reading gives the error, or the tree
-        return parse_reference(action, body, self.model)
+        try:
+            return self.fast(action, body)
+        except Exception:
+            # refused by the fast path: the reference reading gives the error, or the tree
+            return parse_reference(action, body, self.model)
+
+    def fast(self, action: str, body: bytes) -> dict:
+        """The msgspec reading alone; raises where it cannot stand in for the reference."""
+        # msgspec skips an unknown member without checking its bytes: a body that is not UTF-8
+        # throughout goes to the reference reading, which refuses it as a whole
+        if not (body.isascii() or _utf8(body)):
+            raise ValueError("not UTF-8 throughout")
+        return self.decoders[action].decode(body)
 
 
 _decode = json.JSONDecoder().decode
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8", "surrogatepass")   # as the reference reads it
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _loads(body: bytes) -> object:
