@@ -394,13 +394,16 @@ def _paired_ratios(runs: list[dict]) -> dict[str, list[float]]:
                 key = f"{sc}: ours({proto}) / {peer}({pproto})"
                 if peer == TRIVIAL:
                     key, val = f"{sc}: ours({proto}) / trivial handler, req/s", ours["req_per_s"] / theirs["req_per_s"]
+                    if ours.get("server_cpu_us_per_req") and theirs.get("server_cpu_us_per_req"):
+                        out.setdefault(f"{sc}: server CPU per request, ours({proto}) / trivial handler", []).append(
+                            round(ours["server_cpu_us_per_req"] / theirs["server_cpu_us_per_req"], 2))
                 else:
                     val = ours["msgs_per_s"] / theirs["msgs_per_s"]
                 out.setdefault(key, []).append(round(val, 3 if peer == TRIVIAL else 2))
     return out
 
 
-def _goals(best: dict, peers: dict, ceiling: dict, paired: dict) -> list[dict]:
+def _goals(best: dict, peers: dict, ceiling: dict, paired: dict, runs: list[dict]) -> list[dict]:
     def get(sc, target, proto, field):
         r = best.get((sc, target, proto))
         return None if r is None else r[field]
@@ -419,7 +422,7 @@ def _goals(best: dict, peers: dict, ceiling: dict, paired: dict) -> list[dict]:
         ratio = round(ours / sq, 2) if ours and sq else None
         rounds = paired.get(f"send_100B: ours({proto}) / sqslite(query)")
         note = sq_note or (f"best vs best; within each round: {rounds}" if rounds else "")
-        goal(f"send 100 B, 16 conns, ours ({proto}) / sqslite (query)", ratio, 1.2, ">=", note)
+        goal(f"send 100 B, 16 conns, ours ({proto}) / sqslite (query)", ratio, 1.5, ">=", note)
     for proto in (JSON, QUERY):
         goal(f"send 100 B, 16 conns ({proto}), msgs/s", get("send_100B", OURS, proto, "msgs_per_s"), 5000, ">=")
     goal("send-batch 10x100 B, 16 conns (json), msgs/s", get("send_batch", OURS, JSON, "msgs_per_s"), 25000, ">=")
@@ -437,7 +440,17 @@ def _goals(best: dict, peers: dict, ceiling: dict, paired: dict) -> list[dict]:
     if w_ours and w_triv:
         note += f"; with wrk as the client: {w_ours:,} / {w_triv:,} = {100 * w_ours / w_triv:.0f}%"
     goal("send 100 B (json) req/s as % of the trivial handler on the same HTTP stack",
-         round(100 * ours_rps / triv_rps, 1) if ours_rps and triv_rps else None, 70, ">=", note)
+         round(100 * ours_rps / triv_rps, 1) if ours_rps and triv_rps else None, 50, ">=", note)
+    # Server CPU per request: steadier than req/s on a shared machine, and what the 50% means
+    # (when the server is the limit, req/s is the inverse of its CPU per request).
+    # Each side's lowest of its rounds, as throughput takes each side's best round.
+    ours_cpu, triv_cpu = (min((r["server_cpu_us_per_req"] for r in runs if r["scenario"] == "send_100B"
+                               and r["target"] == t and r["protocol"] == JSON), default=None)
+                          for t in (OURS, TRIVIAL))
+    rounds = paired.get("send_100B: server CPU per request, ours(json) / trivial handler")
+    goal("send 100 B (json) server CPU per request / the trivial handler's",
+         round(ours_cpu / triv_cpu, 2) if ours_cpu and triv_cpu else None, 2.0, "<=",
+         f"{ours_cpu} / {triv_cpu} us" + (f"; within each round: {rounds}" if rounds else ""))
     return goals
 
 
@@ -493,7 +506,7 @@ def run(quick: bool = False) -> dict:
     best = _best(bench.runs)
     ratios = _ratios(best)
     paired = _paired_ratios(bench.runs)
-    goals = _goals(best, bench.peers, ceiling, paired)
+    goals = _goals(best, bench.peers, ceiling, paired, bench.runs)
     _print_table(best, ratios, goals, ceiling, bench.peers, env)
     return {
         "config": {"duration_s": bench.duration, "rounds": bench.rounds, "connections": CONNECTIONS,

@@ -13,10 +13,10 @@ Every frame starts with two raw bytes, then one msgpack value::
                                              kind 0x01: array of many (encode_many / decode_many)
 
 The version is checked before anything is parsed, so a later format need not even be msgpack.
-An object is a msgpack array ``[tag, field values...]`` in dataclass field order (snapshot groups
+An object is a msgpack array ``[tag, field values...]`` in field order (snapshot groups
 of messages go column by column instead: see "columnar layout" below). Field values
 are msgpack scalars (str, int, bool, nil, bin), arrays (tuples) and maps (``Mapping[str, ...]``),
-and nested objects as arrays again. Decoding is driven by the dataclass type hints
+and nested objects as arrays again. Decoding is driven by the classes' type hints
 (``typing.get_type_hints``, resolved once at import): tuples come back as tuples, mappings as
 dicts, nested objects as their classes, and every value is type-checked on the way (a str where an
 int belongs, a bool where an int belongs, a float anywhere, an unknown or mismatched tag, a wrong
@@ -32,7 +32,7 @@ or definition order. Rules for maintainers:
 * New classes take the next free tag of their range (ranges are advisory; tags are small ints,
   below 128 they cost one byte): 1-15 shared values and errors, 16-47 mutations and snapshot
   records, 48-95 commands, 96-159 results.
-* ``tests/storage/test_codec.py`` fails if a dataclass of ``storage.commands``, ``.results``,
+* ``tests/storage/test_codec.py`` fails if a record or dataclass of ``storage.commands``, ``.results``,
   ``.mutations`` or ``.errors`` is missing from the table.
 
 Evolving a class
@@ -64,9 +64,11 @@ field as ``obj.field``, which the interpreter specializes to a direct slot read;
 ``attrgetter`` looks every name up through the type instead, and cost four times as much for a
 20-field MessageRecord. Encoding is one tuple per object handed to msgpack's C packer. Decoding
 checks all fields' types with one lookup of their type tuple in a cache of signatures already
-found valid, and fills a frozen slotted dataclass's slots directly instead of calling its
-``__init__`` (whose ``object.__setattr__`` per field would cost more than everything else);
-classes with ``__post_init__`` or ``init=False`` fields go through ``__init__``.
+found valid, and builds a record (a msgspec Struct, storage/records.py) by its constructor,
+which runs in C. The few frozen dataclasses (QueueKey, ErrorKind) have their slots filled
+directly instead of through ``__init__``, whose ``object.__setattr__`` per field would cost more
+than everything else; classes with ``__post_init__`` or ``init=False`` fields go through
+``__init__``.
 
 Thread safety: each thread gets its own msgpack ``Packer``; the only state decoding shares is
 that signature cache (a set only ever added to, bounded, safe under the GIL).
@@ -84,6 +86,7 @@ from itertools import repeat
 from typing import Any, Callable, Iterable
 
 import msgpack
+import msgspec
 
 from storage import commands as _c
 from storage import errors as _e
@@ -213,10 +216,13 @@ def _schema(cls: type) -> tuple[tuple[str, ...], dict[str, Any], int]:
     """(field names in order, resolved type hints, number of required leading fields)."""
     if cls is _e.SqsError:
         return ("kind", "message"), typing.get_type_hints(_SqsErrorShape), 2
-    if not dataclasses.is_dataclass(cls):  # pragma: no cover
-        raise TypeError(f"storage.codec: {cls!r} is not a dataclass")
-    fields = [f for f in dataclasses.fields(cls) if f.init]
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    if _is_struct(cls):
+        names = cls.__struct_fields__
+        return names, hints, len(names) - len(cls.__struct_defaults__)
+    if not dataclasses.is_dataclass(cls):  # pragma: no cover
+        raise TypeError(f"storage.codec: {cls!r} is neither a Struct nor a dataclass")
+    fields = [f for f in dataclasses.fields(cls) if f.init]
     required = 0
     for f in fields:
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -224,6 +230,12 @@ def _schema(cls: type) -> tuple[tuple[str, ...], dict[str, Any], int]:
         else:
             break
     return tuple(f.name for f in fields), hints, required
+
+
+def _is_struct(cls: type) -> bool:
+    """A msgspec Struct (storage's records): built by its constructor, in C, which is the
+    cheapest way to store the values."""
+    return isinstance(cls, type) and issubclass(cls, msgspec.Struct)
 
 
 # --- encoding -----------------------------------------------------------------------------------
@@ -563,13 +575,15 @@ def _make_decoder(cls: type, tag: int) -> Callable[[list], Any]:
     # Only valid ones are added, so the set is bounded by the product of the allowed-type sets.
     signatures: set[tuple] = set()
 
-    # Building the object: a frozen dataclass's __init__ sets each field through
+    # Building the object: a record's constructor is C and the cheapest way (_straight_decoder).
+    # A frozen dataclass's __init__ sets each field through
     # object.__setattr__, which costs more than all the rest of decoding. For slotted classes
     # without __post_init__ the slots are filled directly (as pickle and copy would); the values
     # are exactly what __init__ would store.
     descriptors = tuple(vars(cls).get(n) for n in names)
     direct = (
         cls is not _e.SqsError
+        and not _is_struct(cls)
         and not hasattr(cls, "__post_init__")
         and len(dataclasses.fields(cls)) == nfields          # no init=False fields to compute
         and all(type(d) is types.MemberDescriptorType for d in descriptors)
@@ -608,7 +622,7 @@ def _make_decoder(cls: type, tag: int) -> Callable[[list], Any]:
             args[i] = fn(args[i])
         return make(*args)
 
-    if not direct:
+    if not direct and not _is_struct(cls):
         return general
     return _straight_decoder(cls, tag, sets, convs, descriptors, general)
 
@@ -642,10 +656,10 @@ def _straight_decoder(cls: type, tag: int, sets: tuple, convs: list, descriptors
         if c.convert is not None:
             env[f"C{i}"] = c.convert
             lines.append(f"    a{i} = C{i}(a{i})")
-    if not cls.__dataclass_params__.frozen and all(f.init for f in dataclasses.fields(cls)):
-        # A plain __init__ stores the same values and is 6x faster than one slot setter call
-        # per field (0.4 against 2.5 us for a MessageRecord: a snapshot restores millions).
-        # Frozen classes (ELASTICMQ_PY_FROZEN, the tests) would pay object.__setattr__ per field.
+    if _is_struct(cls) or (not cls.__dataclass_params__.frozen and all(f.init for f in dataclasses.fields(cls))):
+        # A record's constructor (C) or a plain __init__ stores the same values and is 6x
+        # faster than one slot setter call per field (a snapshot restores millions of
+        # records). Frozen dataclasses would pay object.__setattr__ per field.
         lines.append(f"    return cls({', '.join(args)})")
     else:
         lines.append("    o = new(cls)")
@@ -743,6 +757,8 @@ def _make_columnar_encoder(cls: type, tag: int) -> Callable[[Any], Any]:
 
 def _builder(cls: type) -> Callable[..., Any]:
     """cls(*fields) by the cheapest road that stores the same values (see _straight_decoder)."""
+    if _is_struct(cls):
+        return cls
     fields = dataclasses.fields(cls)
     if not cls.__dataclass_params__.frozen or hasattr(cls, "__post_init__") \
             or not all(f.init for f in fields):

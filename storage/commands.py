@@ -1,4 +1,4 @@
-"""Client operations as plain typed values: one frozen dataclass per SQS action.
+"""Client operations as plain typed values: one record (storage/records.py) per SQS action.
 
 The endpoint parses a request (JSON or Query) into one of these, the storage executes it. Field
 names are the SQS parameter names in snake_case; a parameter the client left out is ``None`` so
@@ -7,10 +7,12 @@ that validation can tell "absent" from "empty", as SQS does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
-from storage.records import record
+from msgspec import field
+
+from storage.records import Record
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_ACCOUNT = "000000000000"
@@ -33,8 +35,7 @@ class QueueKey:
         return self.name.endswith(".fifo")
 
 
-@record
-class Namespace:
+class Namespace(Record):
     region: str = DEFAULT_REGION
     account: str = DEFAULT_ACCOUNT
 
@@ -42,8 +43,7 @@ class Namespace:
         return QueueKey(self.region, self.account, name)
 
 
-@record
-class MessageAttributeValue:
+class MessageAttributeValue(Record):
     data_type: str
     string_value: str | None = None
     binary_value: bytes | None = None
@@ -58,84 +58,71 @@ MessageAttributes = Mapping[str, MessageAttributeValue]
 
 # --- queues -------------------------------------------------------------------------------
 
-@record
-class CreateQueue:
+class CreateQueue(Record):
     ns: Namespace
     name: str | None
     attributes: Attributes = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-@record
-class DeleteQueue:
+class DeleteQueue(Record):
     queue: QueueKey
 
 
-@record
-class GetQueueUrl:
+class GetQueueUrl(Record):
     ns: Namespace
     name: str | None
     owner_account: str | None = None
 
 
-@record
-class ListQueues:
+class ListQueues(Record):
     ns: Namespace
     prefix: str | None = None
     max_results: int | None = None
     next_token: str | None = None
 
 
-@record
-class GetQueueAttributes:
+class GetQueueAttributes(Record):
     queue: QueueKey
     attribute_names: tuple[str, ...] | None = None
 
 
-@record
-class SetQueueAttributes:
+class SetQueueAttributes(Record):
     queue: QueueKey
     attributes: Attributes | None
 
 
-@record
-class PurgeQueue:
+class PurgeQueue(Record):
     queue: QueueKey
 
 
-@record
-class TagQueue:
+class TagQueue(Record):
     queue: QueueKey
     tags: Mapping[str, str] | None
 
 
-@record
-class UntagQueue:
+class UntagQueue(Record):
     queue: QueueKey
     tag_keys: tuple[str, ...] | None
 
 
-@record
-class ListQueueTags:
+class ListQueueTags(Record):
     queue: QueueKey
 
 
-@record
-class AddPermission:
+class AddPermission(Record):
     queue: QueueKey
     label: str | None
     account_ids: tuple[str, ...] | None
     actions: tuple[str, ...] | None
 
 
-@record
-class RemovePermission:
+class RemovePermission(Record):
     queue: QueueKey
     label: str | None
 
 
-@record
-class ListDeadLetterSourceQueues:
+class ListDeadLetterSourceQueues(Record):
     queue: QueueKey
     max_results: int | None = None
     next_token: str | None = None
@@ -143,8 +130,7 @@ class ListDeadLetterSourceQueues:
 
 # --- messages -----------------------------------------------------------------------------
 
-@record
-class SendMessage:
+class SendMessage(Record):
     queue: QueueKey
     body: str | None
     delay_seconds: int | None = None
@@ -155,8 +141,7 @@ class SendMessage:
     sender_id: str | None = None  # the caller's identity, reported as SenderId
 
 
-@record
-class SendMessageBatchEntry:
+class SendMessageBatchEntry(Record):
     id: str | None
     body: str | None
     delay_seconds: int | None = None
@@ -166,15 +151,13 @@ class SendMessageBatchEntry:
     group_id: str | None = None
 
 
-@record
-class SendMessageBatch:
+class SendMessageBatch(Record):
     queue: QueueKey
     entries: tuple[SendMessageBatchEntry, ...]
     sender_id: str | None = None
 
 
-@record
-class ReceiveMessage:
+class ReceiveMessage(Record):
     queue: QueueKey
     max_number_of_messages: int | None = None
     visibility_timeout: int | None = None
@@ -185,62 +168,53 @@ class ReceiveMessage:
     receive_request_attempt_id: str | None = None
 
 
-@record
-class DeleteMessage:
+class DeleteMessage(Record):
     queue: QueueKey
     receipt_handle: str | None
 
 
-@record
-class DeleteMessageBatchEntry:
+class DeleteMessageBatchEntry(Record):
     id: str | None
     receipt_handle: str | None
 
 
-@record
-class DeleteMessageBatch:
+class DeleteMessageBatch(Record):
     queue: QueueKey
     entries: tuple[DeleteMessageBatchEntry, ...]
 
 
-@record
-class ChangeMessageVisibility:
+class ChangeMessageVisibility(Record):
     queue: QueueKey
     receipt_handle: str | None
     visibility_timeout: int | None
 
 
-@record
-class ChangeMessageVisibilityBatchEntry:
+class ChangeMessageVisibilityBatchEntry(Record):
     id: str | None
     receipt_handle: str | None
     visibility_timeout: int | None
 
 
-@record
-class ChangeMessageVisibilityBatch:
+class ChangeMessageVisibilityBatch(Record):
     queue: QueueKey
     entries: tuple[ChangeMessageVisibilityBatchEntry, ...]
 
 
 # --- message move tasks (DLQ redrive) -------------------------------------------------------
 
-@record
-class StartMessageMoveTask:
+class StartMessageMoveTask(Record):
     ns: Namespace
     source_arn: str | None
     destination_arn: str | None = None
     max_messages_per_second: int | None = None
 
 
-@record
-class CancelMessageMoveTask:
+class CancelMessageMoveTask(Record):
     ns: Namespace
     task_handle: str | None
 
 
-@record
-class ListMessageMoveTasks:
+class ListMessageMoveTasks(Record):
     ns: Namespace
     source_arn: str | None
     max_results: int | None = None
@@ -248,8 +222,7 @@ class ListMessageMoveTasks:
 
 # --- time ---------------------------------------------------------------------------------
 
-@record
-class Tick:
+class Tick(Record):
     """Let time act: expire messages past retention, forget old dedup ids and deleted-queue
     tombstones, advance message move tasks. The master issues it periodically; because its
     effects are mutations, replicas never need a clock of their own."""

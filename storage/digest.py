@@ -1,8 +1,8 @@
 """A stable hash of storage state, for proving that members converged.
 
-It hashes a canonical form of its own (dataclasses as [name, fields...], mappings sorted by key)
-rather than the wire codec's bytes, so that a change of wire format never changes a digest and
-the digest never depends on dict insertion order.
+It hashes a canonical form of its own (records and dataclasses as [name, fields...], mappings
+sorted by key) rather than the wire codec's bytes, so that a change of wire format never changes
+a digest and the digest never depends on dict insertion order.
 """
 
 from __future__ import annotations
@@ -14,10 +14,20 @@ from collections.abc import Mapping
 from typing import Any, Iterable
 
 import msgpack
+import msgspec
 
 
 _SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 _GETTERS: dict[type, Any] = {}
+
+
+def _field_names(t: type) -> tuple[str, ...] | None:
+    """The fields of a record (a msgspec Struct) or a dataclass, in order; None for anything else."""
+    if issubclass(t, msgspec.Struct):
+        return t.__struct_fields__
+    if dataclasses.is_dataclass(t):
+        return tuple(f.name for f in dataclasses.fields(t))
+    return None
 
 
 def _getter(t: type) -> Any:
@@ -26,8 +36,8 @@ def _getter(t: type) -> Any:
     # type reads all fields at once, and scalars are kept without a call.
     g = _GETTERS.get(t)
     if g is None:
-        if dataclasses.is_dataclass(t):
-            names = [f.name for f in dataclasses.fields(t)]
+        names = _field_names(t)
+        if names:
             get = operator.attrgetter(*names)
             g = (lambda v: (get(v),)) if len(names) == 1 else get
         else:
@@ -59,7 +69,7 @@ def digest_records(records: Iterable[Any]) -> str:
     for record in records:
         if type(record).__name__ == "QueueRestored":
             # dedup/attempt windows are sets for the digest's purposes: their order is an index
-            record = dataclasses.replace(record, dedup=tuple(sorted(record.dedup, key=lambda d: d.key)),
+            record = msgspec.structs.replace(record, dedup=tuple(sorted(record.dedup, key=lambda d: d.key)),
                                          attempts=tuple(sorted(record.attempts, key=lambda a: a.attempt_id)))
         h.update(packer.pack(canonical(record)))
     return h.hexdigest()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 from binascii import a2b_base64, b2a_base64
-import dataclasses
 import hashlib
 import heapq
 import json
@@ -20,6 +19,8 @@ import logging
 import re
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import msgspec
 
 from storage import md5 as md5mod
 from storage import validation as v
@@ -623,11 +624,20 @@ class Storage:
             md5_body, md5_attrs, md5_sys, now, sender or q.key.account, group_id, dedup_id, seq, None,
             # without a delay, the one int object twice (an int is 32 bytes per stored message)
             1, None, now + delay_ms if delay_ms else now, 0, 0, 0)
-        self._emit(out, MessageAdded(q.qid, rec, dedup))
+        added = MessageAdded(q.qid, rec, dedup)
+        self._apply_message_added(added)   # = _emit, without its lookup: a send's one mutation
+        out.append(added)
         return result(mid, md5_body, md5_attrs, md5_sys, None if seq is None else str(seq))
 
     def _send_message(self, c: SendMessage, now: int, out: list) -> SendMessageResult:
-        return self._send_one(self._queue(c.queue), c, c.sender_id, now, out)
+        key = c.queue
+        try:   # = _queue(key), inlined: the busiest action
+            q = self._by_key.get((key.region, key.account, key.name))
+        except AttributeError:
+            q = None
+        if q is None:
+            raise queue_does_not_exist()
+        return self._send_one(q, c, c.sender_id, now, out)
 
     def _send_message_batch(self, c: SendMessageBatch, now: int, out: list) -> SendMessageBatchResult:
         q = self._queue(c.queue)
@@ -1249,7 +1259,7 @@ def invalid_value_rp(value: str, reason: str) -> SqsError:
 
 
 def _task_with(task: MoveTaskRecord, **changes: Any) -> MoveTaskRecord:
-    return dataclasses.replace(task, version=task.version + 1, **changes)
+    return msgspec.structs.replace(task, version=task.version + 1, **changes)
 
 
 def _each_entry(entries: Iterable[Any], fn: Callable[[Any], Any]) -> tuple[tuple, tuple[BatchResultError, ...]]:

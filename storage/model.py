@@ -49,6 +49,7 @@ MAX_TASK_HISTORY = 10
 # Changes and removals between two looks at whether the indexes need compacting: the look costs
 # several times a change, and the indexes grow by at most one entry per change meanwhile.
 COMPACT_CHECK_EVERY = 256
+_heappush = heapq.heappush
 
 
 class Message:
@@ -149,33 +150,33 @@ class Queue:
     def insert(self, msg: Message, now: int) -> None:
         """Add a message; ``now`` only decides which index it starts in (never logical state)."""
         rec = msg.rec
-        self.messages[rec.message_id] = msg
+        mid = rec.message_id
+        serial = rec.serial
+        self.messages[mid] = msg
         if msg.receipt is not None:
             self.by_receipt[msg.receipt] = msg
-        if rec.serial >= self.next_serial:
-            self.next_serial = rec.serial + 1
-        if self.fifo:
+        if serial >= self.next_serial:
+            self.next_serial = serial + 1
+        fifo = self.fifo
+        if fifo:
             gid = rec.group_id or ""
             group = self.groups.get(gid)
             if group is None:
                 group = self.groups[gid] = Group()
             ids = group.ids
-            if not ids or self.messages.get(ids[-1]) is None or self.messages[ids[-1]].rec.serial < rec.serial:
-                ids.append(rec.message_id)
+            if not ids or self.messages.get(ids[-1]) is None or self.messages[ids[-1]].rec.serial < serial:
+                ids.append(mid)
             else:
-                # Restores may arrive out of serial order; keep the group in send order.
-                ordered = sorted([*ids, rec.message_id],
-                                 key=lambda i: self.messages[i].rec.serial if i in self.messages else -1)
-                group.ids = deque(i for i in ordered if i in self.messages)
-        heapq.heappush(self.expiry, (rec.sent_ms, rec.serial, rec.message_id))
+                self._insert_in_order(group, mid)
+        _heappush(self.expiry, (rec.sent_ms, serial, mid))
         if msg.visible_ms <= now:
             # Already visible: straight to the ready side, so that a burst of sends is not
             # promoted one by one (O(n log n) in a single receive) later.
             msg.where = READY
             self.n_ready += 1
             fresh = self.fresh
-            if not self.fifo and (not fresh or fresh[-1][0] < rec.serial):
-                fresh.append((rec.serial, rec.message_id, msg.version))  # = _make_ready, for a send
+            if not fifo and (not fresh or fresh[-1][0] < serial):
+                fresh.append((serial, mid, msg.version))  # = _make_ready, for a send
             else:
                 self._make_ready(msg)
             return
@@ -184,7 +185,14 @@ class Queue:
             self.n_inflight += 1
         else:
             self.n_delayed += 1
-        heapq.heappush(self.pending, (msg.visible_ms, rec.serial, rec.message_id, msg.version))
+        _heappush(self.pending, (msg.visible_ms, serial, mid, msg.version))
+
+    def _insert_in_order(self, group: Group, mid: str) -> None:
+        """Restores may arrive out of serial order; keep the group in send order. (Out of
+        ``insert``: its lambda would make ``self`` a cell there, made and freed per insert.)"""
+        messages = self.messages
+        ordered = sorted([*group.ids, mid], key=lambda i: messages[i].rec.serial if i in messages else -1)
+        group.ids = deque(i for i in ordered if i in messages)
 
     def change(self, msg: Message, version: int, receipt: str | None, visible_ms: int,
                receive_count: int, first_receive_ms: int, last_receive_ms: int) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from storage.commands import MessageAttributeValue, QueueKey
-from storage.records import record
+from storage.records import Record
 
 
 class _NoAttributes(dict):
@@ -39,8 +39,7 @@ class _NoAttributes(dict):
 NO_ATTRIBUTES: Mapping[str, MessageAttributeValue] = _NoAttributes()
 
 
-@record
-class MessageRecord:
+class MessageRecord(Record):
     message_id: str
     serial: int
     body: str
@@ -64,8 +63,7 @@ class MessageRecord:
     last_receive_ms: int
 
 
-@record
-class MoveTaskRecord:
+class MoveTaskRecord(Record):
     task_id: str
     version: int
     status: str
@@ -78,16 +76,14 @@ class MoveTaskRecord:
     failure_reason: str | None
 
 
-@record
-class DedupEntry:
+class DedupEntry(Record):
     key: str               # deduplication id, prefixed by the group under messageGroup scope
     message_id: str
     sequence_number: int | None
     expires_ms: int
 
 
-@record
-class AttemptEntry:
+class AttemptEntry(Record):
     """A FIFO ReceiveRequestAttemptId and what it handed out, for retried receives."""
 
     attempt_id: str
@@ -97,8 +93,7 @@ class AttemptEntry:
 
 # --- queue lifecycle ----------------------------------------------------------------------------
 
-@record
-class QueueCreated:
+class QueueCreated(Record):
     qid: int
     key: QueueKey
     created_ms: int
@@ -106,8 +101,7 @@ class QueueCreated:
     tags: Mapping[str, str]
 
 
-@record
-class QueueUpdated:
+class QueueUpdated(Record):
     """Attributes or tags changed: carries the whole new configuration, applied by version."""
 
     qid: int
@@ -117,8 +111,7 @@ class QueueUpdated:
     tags: Mapping[str, str]
 
 
-@record
-class QueueDeleted:
+class QueueDeleted(Record):
     """Carries the key too: the tombstone must be recorded even by a replica whose snapshot
     never saw the queue (it was created and deleted while the snapshot was being taken)."""
 
@@ -127,16 +120,14 @@ class QueueDeleted:
     deleted_ms: int
 
 
-@record
-class TombstoneCleared:
+class TombstoneCleared(Record):
     """The 60 s in which a deleted queue's name cannot be reused are over."""
 
     key: QueueKey
     deleted_ms: int
 
 
-@record
-class QueuePurged:
+class QueuePurged(Record):
     qid: int
     below_serial: int   # every message with a smaller serial is gone
     purged_ms: int
@@ -144,8 +135,7 @@ class QueuePurged:
 
 # --- messages --------------------------------------------------------------------------------
 
-@record
-class MessageAdded:
+class MessageAdded(Record):
     """A send (with its dedup entry on FIFO queues) or a move into this queue.
 
     Applies only when ``message.serial`` is at or past the queue's next serial: a smaller one was
@@ -156,8 +146,7 @@ class MessageAdded:
     dedup: DedupEntry | None = None
 
 
-@record
-class MessageChanged:
+class MessageChanged(Record):
     """A receive or a visibility change: the message's new mutable state."""
 
     qid: int
@@ -170,36 +159,31 @@ class MessageChanged:
     last_receive_ms: int
 
 
-@record
-class MessageDeleted:
+class MessageDeleted(Record):
     qid: int
     message_id: str
 
 
-@record
-class AttemptRecorded:
+class AttemptRecorded(Record):
     qid: int
     attempt: AttemptEntry
 
 
-@record
-class Pruned:
+class Pruned(Record):
     """Forget dedup ids and receive attempts that expired at or before ``before_ms``."""
 
     qid: int
     before_ms: int
 
 
-@record
-class MoveTaskUpdated:
+class MoveTaskUpdated(Record):
     qid: int               # the source queue, which owns its move tasks
     task: MoveTaskRecord
 
 
 # --- snapshot-only records -------------------------------------------------------------------
 
-@record
-class QueueRestored:
+class QueueRestored(Record):
     """A queue's whole state except its messages (those follow as MessageAdded records)."""
 
     qid: int
@@ -222,16 +206,14 @@ class QueueRestored:
     dedup_by_group: bool | None = None
 
 
-@record
-class MessageRestored:
+class MessageRestored(Record):
     """A message as a snapshot saw it: restored whatever its serial, unless already present."""
 
     qid: int
     message: MessageRecord
 
 
-@record
-class MessagesRestored:
+class MessagesRestored(Record):
     """Messages of one queue as a snapshot saw them, each restored like a ``MessageRestored``.
 
     A snapshot sends its messages in these groups rather than one record each: a state transfer
@@ -242,8 +224,7 @@ class MessagesRestored:
     messages: tuple[MessageRecord, ...]
 
 
-@record
-class StorageRestored:
+class StorageRestored(Record):
     """Storage-wide counters and the tombstones of recently deleted queues."""
 
     next_qid: int

@@ -5,43 +5,36 @@ from __future__ import annotations
 from typing import Mapping
 
 from storage.commands import MessageAttributeValue, QueueKey
-from storage.records import record
+from storage.records import Record
 
 
-@record
-class CreateQueueResult:
+class CreateQueueResult(Record):
     queue: QueueKey
 
 
-@record
-class GetQueueUrlResult:
+class GetQueueUrlResult(Record):
     queue: QueueKey
 
 
-@record
-class ListQueuesResult:
+class ListQueuesResult(Record):
     queues: tuple[QueueKey, ...]
     next_token: str | None = None
 
 
-@record
-class GetQueueAttributesResult:
+class GetQueueAttributesResult(Record):
     attributes: Mapping[str, str]
 
 
-@record
-class ListQueueTagsResult:
+class ListQueueTagsResult(Record):
     tags: Mapping[str, str]
 
 
-@record
-class ListDeadLetterSourceQueuesResult:
+class ListDeadLetterSourceQueuesResult(Record):
     queues: tuple[QueueKey, ...]
     next_token: str | None = None
 
 
-@record
-class SendMessageResult:
+class SendMessageResult(Record):
     message_id: str
     md5_of_body: str
     md5_of_message_attributes: str | None = None
@@ -49,16 +42,14 @@ class SendMessageResult:
     sequence_number: str | None = None
 
 
-@record
-class BatchResultError:
+class BatchResultError(Record):
     id: str
     code: str
     message: str
     sender_fault: bool = True
 
 
-@record
-class SendMessageBatchResultEntry:
+class SendMessageBatchResultEntry(Record):
     id: str
     message_id: str
     md5_of_body: str
@@ -67,14 +58,12 @@ class SendMessageBatchResultEntry:
     sequence_number: str | None = None
 
 
-@record
-class SendMessageBatchResult:
+class SendMessageBatchResult(Record):
     successful: tuple[SendMessageBatchResultEntry, ...]
     failed: tuple[BatchResultError, ...]
 
 
-@record
-class ReceivedMessage:
+class ReceivedMessage(Record):
     message_id: str
     receipt_handle: str
     md5_of_body: str
@@ -84,35 +73,29 @@ class ReceivedMessage:
     message_attributes: Mapping[str, MessageAttributeValue]
 
 
-@record
-class ReceiveMessageResult:
+class ReceiveMessageResult(Record):
     messages: tuple[ReceivedMessage, ...]
 
 
-@record
-class DeleteMessageBatchResult:
+class DeleteMessageBatchResult(Record):
     successful: tuple[str, ...]
     failed: tuple[BatchResultError, ...]
 
 
-@record
-class ChangeMessageVisibilityBatchResult:
+class ChangeMessageVisibilityBatchResult(Record):
     successful: tuple[str, ...]
     failed: tuple[BatchResultError, ...]
 
 
-@record
-class StartMessageMoveTaskResult:
+class StartMessageMoveTaskResult(Record):
     task_handle: str
 
 
-@record
-class CancelMessageMoveTaskResult:
+class CancelMessageMoveTaskResult(Record):
     approximate_number_of_messages_moved: int
 
 
-@record
-class MessageMoveTaskInfo:
+class MessageMoveTaskInfo(Record):
     task_handle: str | None    # only for a running task, as SQS
     status: str                # RUNNING | COMPLETED | CANCELLING | CANCELLED | FAILED
     source_arn: str
@@ -124,11 +107,9 @@ class MessageMoveTaskInfo:
     started_timestamp: int
 
 
-@record
-class ListMessageMoveTasksResult:
+class ListMessageMoveTasksResult(Record):
     results: tuple[MessageMoveTaskInfo, ...]
 
 
-@record
-class TickResult:
+class TickResult(Record):
     effects: int  # mutations produced; lets the runtime tick again at once when it hit the cap

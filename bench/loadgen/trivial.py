@@ -25,8 +25,8 @@ _RESPONSE = HttpResponse(200, (("Content-Type", "application/x-amz-json-1.0"),
 class TrivialEndpoint:
     """Duck-types ``elasticmq_py.endpoint.Endpoint`` for the HTTP layer."""
 
-    def handle(self, req) -> HttpResponse:
-        return _RESPONSE
+    def handle(self, req, reply) -> None:
+        reply.set(_RESPONSE)
 
     def reject(self, headers, err) -> HttpResponse:
         return HttpResponse(400, (("Content-Type", "application/x-amz-json-1.0"),), b'{"__type":"rejected"}')

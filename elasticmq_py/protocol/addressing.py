@@ -21,9 +21,9 @@ def region_from_headers(headers: dict[str, str], query_params: dict[str, str] | 
                         default: str) -> str:
     auth = headers.get("authorization")
     if auth:
-        m = _SCOPE.search(auth)
-        if m:
-            return m.group(1)
+        region = _region_of(auth)
+        if region is not None:
+            return region
     if query_params:
         # presigned requests carry the scope in X-Amz-Credential instead
         cred = query_params.get("X-Amz-Credential")
@@ -32,6 +32,43 @@ def region_from_headers(headers: dict[str, str], query_params: dict[str, str] | 
             if len(parts) >= 3 and re.fullmatch(r"[A-Za-z0-9-]{1,64}", parts[2]):
                 return parts[2]
     return default
+
+
+# The region of each credential seen ("Credential=" up to the next ","; None: no scope there).
+# SDKs sign every request anew, but a credential's scope (key, day, region) stays the same all
+# day, and matching _SCOPE cost more than the rest of a request's addressing. A match from the
+# first "Credential=" cannot run past that "," (no part of the pattern takes one), so whether
+# and what it matches depends on that text alone.
+_REGIONS: dict[str, str | None] = {}
+_REGIONS_MAX = 4096
+
+
+def _region_of(auth: str) -> str | None:
+    """``_SCOPE.search(auth)``'s region."""
+    at = auth.find("Credential=")
+    if at < 0:
+        return None
+    end = auth.find(",", at)
+    cred = auth[at:end] if end >= 0 else auth[at:]
+    try:
+        region = _REGIONS[cred]
+    except KeyError:
+        m = _SCOPE.match(auth, at)
+        region = m.group(1) if m else None
+        if len(_REGIONS) >= _REGIONS_MAX:
+            _REGIONS.clear()
+        _REGIONS[cred] = region
+    if region is None:   # a later "Credential=" may still match
+        m = _SCOPE.search(auth, at + 1)
+        return m.group(1) if m else None
+    return region
+
+
+def region_of_scope(scope: str) -> str | None:
+    """The region named by the text of an Authorization header up to its first ",", if it
+    names one; every header that starts with that text names the same region (the scope's
+    pattern cannot run past a ",")."""
+    return _region_of(scope)
 
 
 def queue_url(base_url: str, key: QueueKey) -> str:
@@ -58,9 +95,8 @@ def key_from_path(path: str, ns: Namespace) -> QueueKey | None:
     return None
 
 
-# Clients repeat the same few URLs; parsing one costs more than the send. Keyed by plain strings
-# (hashing a Namespace, a frozen dataclass, runs Python code); emptied when full. Refused URLs
-# raise and are not kept.
+# Clients repeat the same few URLs; parsing one costs more than the send. Emptied when full.
+# Refused URLs raise and are not kept.
 _KEYS: dict[tuple[str, str, str], QueueKey] = {}
 _KEYS_MAX = 4096
 

@@ -97,7 +97,7 @@ def send_message(p, ctx):
     if ctx.trace_header:
         system = _with_trace_header(system, ctx.trace_header)
     return c.SendMessage(
-        _queue(p, ctx), p.get("MessageBody"), p.get("DelaySeconds"),
+        key_from_queue_url(p["QueueUrl"], ctx.ns), p.get("MessageBody"), p.get("DelaySeconds"),
         None if (ma := p.get("MessageAttributes")) is None else _mavs(ma),
         system, p.get("MessageDeduplicationId"), p.get("MessageGroupId"),
     )

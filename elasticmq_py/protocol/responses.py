@@ -45,7 +45,7 @@ def _put(d: Out, key: str, value) -> None:
         d[key] = value
 
 
-def _send_entry(e) -> Out:
+def _send_entry(e, ctx: RequestContext | None = None) -> Out:
     d: Out = {"MessageId": e.message_id, "MD5OfMessageBody": e.md5_of_body}
     # _put, inline (a batch renders ten of these)
     if e.md5_of_message_attributes is not None:
@@ -111,7 +111,7 @@ def _ids_batch(result, ctx: RequestContext) -> Out:
 
 # The hot results by exact type, ahead of the match below (which tries its cases in turn)
 _FAST = {
-    r.SendMessageResult: lambda result, ctx: _send_entry(result),
+    r.SendMessageResult: _send_entry,
     r.SendMessageBatchResult: _send_batch,
     r.ReceiveMessageResult: _receive,
     r.DeleteMessageBatchResult: _ids_batch,
@@ -126,6 +126,12 @@ def to_output(result: object, ctx: RequestContext) -> Out | None:
     fast = _FAST.get(type(result))
     if fast is not None:
         return fast(result, ctx)
+    return _by_match(result, ctx)
+
+
+def _by_match(result: object, ctx: RequestContext) -> Out | None:
+    """The rest of ``to_output`` (apart, so that ``ctx``, which its comprehensions capture, is
+    a cell only here and not on the hot results' path)."""
     match result:
         case None:
             return None

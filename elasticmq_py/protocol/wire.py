@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from storage.commands import Namespace
 from storage.records import FROZEN
 
-# Immutable by contract. As for storage's records (storage/records.py), immutability is enforced
-# only under ELASTICMQ_PY_FROZEN=1 (the test suite): a frozen dataclass is built through
-# object.__setattr__ once per field, and every request builds one of each of these.
+# Immutable by contract. The dataclasses here enforce it only under ELASTICMQ_PY_FROZEN=1 (the
+# test suite): a frozen dataclass is built through object.__setattr__ once per field.
 
 
 @dataclass(frozen=FROZEN, slots=True, unsafe_hash=True)
@@ -22,8 +23,10 @@ class HttpRequest:
     peer: str | None = None           # the client's IP address, when known (admin access checks)
 
 
-@dataclass(frozen=FROZEN, slots=True, unsafe_hash=True)
-class HttpResponse:
+class HttpResponse(msgspec.Struct, frozen=True, gc=False):
+    """A Struct, not a dataclass like the others here: the endpoint builds one per answer, and a
+    Struct is built in C (~1,300 instructions fewer), frozen at no cost, and acyclic."""
+
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
@@ -36,5 +39,4 @@ class RequestContext:
 
     ns: Namespace
     base_url: str                     # e.g. http://localhost:9324
-    request_id: str
     trace_header: str | None = None   # X-Amzn-Trace-Id: a SendMessage's AWSTraceHeader

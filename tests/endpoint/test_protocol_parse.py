@@ -8,20 +8,27 @@ import dataclasses
 from urllib.parse import urlencode
 
 import botocore.serialize
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage import commands as c
+from storage.clock import ManualClock
 from storage.commands import MessageAttributeValue, Namespace, QueueKey
 from storage.errors import SqsError
 
-from elasticmq_py.protocol import json_proto, query_proto, requests
+from elasticmq_py.backend import LocalBackend
+from elasticmq_py.endpoint import Endpoint, EndpointConfig
+from elasticmq_py.protocol import addressing, json_proto, query_proto, requests
 from elasticmq_py.protocol.model import sqs_model
 from elasticmq_py.protocol.wire import RequestContext
 
 from tests.endpoint.samples import ARN, SAMPLES
 
 MODEL = sqs_model()
-CTX = RequestContext(Namespace("eu-west-1", "000000000000"), "http://localhost:9324", "rid")
+JSON = json_proto.JsonReader(MODEL)
+CTX = RequestContext(Namespace("eu-west-1", "000000000000"), "http://localhost:9324")
 Q1 = QueueKey("eu-west-1", "000000000000", "q1")
 
 
@@ -29,8 +36,8 @@ def via_json(action, params, json_model):
     req = botocore.serialize.create_serializer("json").serialize_to_request(
         params, json_model.operation_model(action))
     assert req["headers"]["X-Amz-Target"] == f"AmazonSQS.{action}"
-    assert json_proto.action_of(req["headers"]["X-Amz-Target"], MODEL) == action
-    tree = json_proto.parse(action, req["body"], MODEL)
+    assert JSON.action_of(req["headers"]["X-Amz-Target"]) == action
+    tree = JSON.parse(action, req["body"])
     return requests.to_command(action, tree, CTX)
 
 
@@ -55,7 +62,7 @@ def test_json_and_query_agree(action, json_model, query_model):
         # given AttributeNames too, Query drops MessageSystemAttributeNames, as AWS answers
         # (LocalStack's AWS-validated test_message_system_attribute_names_with_attribute_names)
         assert a.system_attribute_names and not b.system_attribute_names
-        a = dataclasses.replace(a, system_attribute_names=())
+        a = msgspec.structs.replace(a, system_attribute_names=())
     assert a == b
     assert type(a).__name__ == action
 
@@ -105,7 +112,7 @@ def test_queue_level_fields(json_model):
     ("q1", Q1),
 ])
 def test_queue_url_forms(url, expected):
-    tree = json_proto.parse("PurgeQueue", b'{"QueueUrl": "%s"}' % url.encode(), MODEL)
+    tree = JSON.parse("PurgeQueue", b'{"QueueUrl": "%s"}' % url.encode())
     assert requests.to_command("PurgeQueue", tree, CTX) == c.PurgeQueue(expected)
 
 
@@ -120,7 +127,7 @@ def test_queue_url_forms(url, expected):
     ("http://h/%%%/q", "AWS.SimpleQueueService.NonExistentQueue"),
 ])
 def test_bad_queue_urls(url, code):
-    tree = json_proto.parse("PurgeQueue", ('{"QueueUrl": "%s"}' % url).encode(), MODEL)
+    tree = JSON.parse("PurgeQueue", ('{"QueueUrl": "%s"}' % url).encode())
     with pytest.raises(SqsError) as e:
         requests.to_command("PurgeQueue", tree, CTX)
     assert e.value.code == code
@@ -146,7 +153,7 @@ def test_query_get_and_empty_list():
 
 def json_error(action, body: bytes) -> SqsError:
     with pytest.raises(SqsError) as e:
-        json_proto.parse(action, body, MODEL)
+        JSON.parse(action, body)
     return e.value
 
 
@@ -189,7 +196,7 @@ def test_json_missing_required():
 
 
 def test_json_unknown_members_ignored():
-    tree = json_proto.parse("PurgeQueue", b'{"QueueUrl": "q", "Bogus": [1, {"x": 2}]}', MODEL)
+    tree = JSON.parse("PurgeQueue", b'{"QueueUrl": "q", "Bogus": [1, {"x": 2}]}')
     assert tree == {"QueueUrl": "q"}
 
 
@@ -204,10 +211,10 @@ def test_lone_surrogates_refused():
 
 def test_unknown_actions():
     with pytest.raises(SqsError) as e:
-        json_proto.action_of("AmazonSQS.Frobnicate", MODEL)
+        JSON.action_of("AmazonSQS.Frobnicate")
     assert e.value.code == "InvalidAction" and e.value.status == 400
     with pytest.raises(SqsError) as e:
-        json_proto.action_of("DynamoDB_20120810.SendMessage", MODEL)
+        JSON.action_of("DynamoDB_20120810.SendMessage")
     assert e.value.code == "InvalidAction"
     assert query_error(b"Action=Frobnicate").code == "InvalidAction"
     assert query_error(b"QueueUrl=q").code == "UnknownOperationException"
@@ -263,12 +270,52 @@ def test_trace_header_becomes_the_aws_trace_header_system_attribute():
     # LocalStack's AWS-validated test_aws_trace_header_propagation: X-Amzn-Trace-Id on SendMessage.
     header = "Root=1-3152b799-8954dae64eda91bc9a23a7e8;Parent=7fa8c0f79203be72;Sampled=1"
     ctx = dataclasses.replace(CTX, trace_header=header)
-    tree = json_proto.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x"}', MODEL)
+    tree = JSON.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x"}')
     cmd = requests.to_command("SendMessage", tree, ctx)
     assert cmd.system_attributes == {"AWSTraceHeader": MessageAttributeValue("String", string_value=header)}
     # one sent as a system attribute wins
-    tree = json_proto.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x", "MessageSystemAttributes": '
-                                           b'{"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=mine"}}}', MODEL)
+    tree = JSON.parse("SendMessage", b'{"QueueUrl": "q1", "MessageBody": "x", "MessageSystemAttributes": '
+                                     b'{"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=mine"}}}')
     cmd = requests.to_command("SendMessage", tree, ctx)
     assert cmd.system_attributes["AWSTraceHeader"].string_value == "Root=mine"
     assert requests.to_command("SendMessage", tree, CTX).system_attributes["AWSTraceHeader"].string_value == "Root=mine"
+
+
+_AUTH_PIECES = st.sampled_from([
+    "AWS4-HMAC-SHA256 ", "Credential=", "AKID", "/", "20240101", "2024010", "us-east-1", "eu-west-2",
+    "sqs", "aws4_request", ",", ", ", " ", "SignedHeaders=host", "Signature=00", "x" * 70, "-", "\t",
+    # whole scopes, and scopes broken where the pattern is strict
+    "Credential=AKID/20240101/us-east-1/", "Credential=AKID/20240101/eu-west-2/sqs",
+    "Credential=AK,ID/20240101/us-east-1/", "Credential=AKID/2024010/ap-south-1/",
+    "Credential= AKID/20240101/us-west-2/", "Credential=/20240101/sa-east-1/",
+])
+
+
+@given(st.lists(_AUTH_PIECES, max_size=14).map("".join))
+@settings(max_examples=500, deadline=None)
+def test_region_is_the_credential_scopes(auth):
+    # the cached reading answers what a plain search of the header answers, header after header
+    m = addressing._SCOPE.search(auth)
+    expected = m.group(1) if m else "default"
+    assert addressing.region_from_headers({"authorization": auth}, None, "default") == expected
+    assert addressing.region_from_headers({"authorization": auth}, None, "default") == expected
+
+
+@given(st.lists(st.tuples(st.lists(_AUTH_PIECES, max_size=10).map("".join),
+                          st.sampled_from([None, "localhost:9324", "sqs.local:4566"]),
+                          st.sampled_from([None, "AKID/20240101/ap-east-1/sqs/aws4_request", "AKID/x"]),
+                          st.sampled_from([None, "Root=1-5759e988-bd862e3fe1be46a994272793"])),
+                min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_the_endpoint_context_is_what_the_headers_say(requests_seen):
+    # The endpoint keeps contexts per credential scope (the Authorization header up to its
+    # first ","): request after request, hit or miss, it answers what the headers alone say.
+    endpoint = Endpoint(LocalBackend(ManualClock()), EndpointConfig(account_id="123456789012", region="default"))
+    for auth, host, presigned, trace in requests_seen:
+        headers = {k: v for k, v in (("authorization", auth), ("host", host), ("x-amzn-trace-id", trace))
+                   if v is not None}
+        form = {"X-Amz-Credential": presigned} if presigned is not None else None
+        region = addressing.region_from_headers(headers, form, "default")
+        expected = RequestContext(Namespace(region, "123456789012"),
+                                  addressing.base_url(headers, EndpointConfig().fallback_host), trace)
+        assert endpoint._context(headers, form) == expected

@@ -15,7 +15,7 @@ from elasticmq_py.protocol.model import XML_NAMESPACE, sqs_model
 from elasticmq_py.protocol.wire import RequestContext
 
 MODEL = sqs_model()
-CTX = RequestContext(Namespace("us-east-1", "000000000000"), "http://example:9324", "req-1")
+CTX = RequestContext(Namespace("us-east-1", "000000000000"), "http://example:9324")
 Q1 = QueueKey("us-east-1", "000000000000", "q1")
 Q2 = QueueKey("us-east-1", "000000000000", "q2")
 ERR = r.BatchResultError("b", "InvalidParameterValue", "bad & <worse>", True)

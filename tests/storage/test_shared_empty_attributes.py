@@ -62,7 +62,7 @@ def test_decoded_messages_share_it_and_nothing_else_does():
     # the encoded bytes are those of an empty map
     assert codec.encode(added) == codec.encode(
         MessageAdded(added.qid, type(added.message)(**{**{f: getattr(added.message, f) for f in
-                                                          added.message.__dataclass_fields__},
+                                                          added.message.__struct_fields__},
                                                        "attributes": {}, "system_attributes": {}}),
                      added.dedup))
     # other classes' empty maps stay their own dicts
