@@ -19,3 +19,8 @@ class OutcomeUnknown(RuntimeError):
 
 class MasterChanged(OutcomeUnknown):
     """The view changed (or the node lost its quorum for good) before the policy was met."""
+
+
+class NotStored(OutcomeUnknown):
+    """This node's journal failed (a full disk, a failed fsync): the operation was not made
+    durable as its policy promises. Retryable; the node serves nothing until restarted."""

@@ -39,6 +39,7 @@ cluster/election.py; the two exchange only the values named below.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
@@ -47,10 +48,11 @@ from storage.commands import (
     Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue, Tick,
     UntagQueue,
 )
+from storage.codec import encode_many
 from storage.errors import SqsError
 
 from cluster.config import Timing
-from cluster.errors import MasterChanged, NotServing, Throttled
+from cluster.errors import MasterChanged, NotServing, NotStored, Throttled
 from cluster.membership import (
     ActivityChanged, DeliverView, Fenced, GateOpened, LeaseAck, MembershipCore, ProposeView, RaftSample,
     Record, StepDown, TimePassed, View, ViewCommitted,
@@ -59,10 +61,10 @@ from cluster.plantable import check_bugs
 from cluster.replication.core import (
     Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
 )
-from cluster.replication.log import ReplicationLog
+from cluster.replication.log import Entry, ReplicationLog, Reset
 from cluster.replication.master import Limits
 from cluster.replication.messages import (
-    Ack, AckPolicy, Complete, Forward, ForwardReply, Rejected, Send, SnapshotChunk, Throttle,
+    Ack, AckPolicy, Complete, Forward, ForwardReply, Rejected, Send, SnapshotAck, SnapshotChunk, Throttle,
 )
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
@@ -72,13 +74,16 @@ REPLICATION_GATE = "replication"
 STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
 FORWARD_TIMEOUT_S = 30.0      # a long poll waits up to 20 s on the master; beyond this, given up on
 PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
+# A compaction snapshot reads about this many encoded bytes per step (one step per core tick):
+# ~20 MB/s at a 50 ms tick, so a step costs the loop a few ms and 1M messages take ~10 s.
+SNAPSHOT_STEP_BYTES = 1024 * 1024
 
 _PRODUCERS = (SendMessage, SendMessageBatch)
 _TAG_CHANGES = (CreateQueue, DeleteQueue, TagQueue, UntagQueue)
 _INTERNAL = object()          # the token of the master's own Tick operations
 
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
-BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled"})
+BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled", "ack-before-fsync"})
 
 
 # -- what gating says ---------------------------------------------------------------------------
@@ -177,12 +182,43 @@ class Warn:
 
 
 @dataclass(frozen=True, slots=True)
+class Persist:
+    """Journal these log entries (in order, after every earlier Persist); say ``persisted(token)``
+    once they are as durable as the journal's fsync policy promises."""
+
+    token: int
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistReset:
+    """A state transfer replaced the state: the journal starts a new history from this snapshot
+    (the chunks' records) at (seq, epoch); say ``persisted(token)`` once it is durable."""
+
+    token: int
+    seq: int
+    epoch: int
+    blobs: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A fuzzy snapshot for compaction: read from ``at_seq`` on while the log grew to ``end_seq``.
+    Valid once the journal is durable up to ``end_seq``; then what is behind ``at_seq`` can go."""
+
+    at_seq: int
+    at_epoch: int
+    end_seq: int
+    blobs: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FlushDue:
     """Call ``flush`` at the end of this turn of the loop."""
 
 
 Action = Union[Send, Answer, ForwardAnswered, ForwardFailed, ServeForwarded, ToRaft, ServingChanged,
-               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected]
+               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected, Persist, PersistReset, Snapshot]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,12 +232,17 @@ class CoreSettings:
     transfer: TransferSettings = TransferSettings()
     log_limit_bytes: int = 64 * 1024 * 1024
     storage_ticks: bool = True
+    # A journal: the node persists its log (Persist actions) and acks, answers and serves only
+    # what its journal reports durable (``persisted``). Compaction snapshots are taken once the
+    # journal grew by max(snapshot_min_bytes, the last snapshot's size) since the last one.
+    journal: bool = False
+    snapshot_min_bytes: int = 64 * 1024 * 1024
 
 
 class NodeCore:
     def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
                  new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,
-                 bugs: frozenset[str] = frozenset()) -> None:
+                 log: ReplicationLog | None = None, bugs: frozenset[str] = frozenset()) -> None:
         all_bugs = check_bugs(bugs)
         self.bugs = all_bugs & BUGS
         self.name = name
@@ -210,10 +251,17 @@ class NodeCore:
         self.timing = t
         self.members = tuple(sorted(members))
         self.membership = MembershipCore(name, t, frozenset({REPLICATION_GATE}), configured=frozenset(self.members))
+        if log is None:
+            log = ReplicationLog(settings.log_limit_bytes, journaled=settings.journal)
+        assert (log.unjournaled is not None) == settings.journal, "a journaled node needs a journaled log"
+        self.journaled = settings.journal
         self.replication = ReplicationCore(
-            name, storage, new_storage, log=ReplicationLog(settings.log_limit_bytes), policy=settings.policy,
+            name, storage, new_storage, log=log, policy=settings.policy,
             limits=settings.limits, configured=len(self.members), transfer=settings.transfer,
-            bugs=all_bugs, amnesiac=amnesiac)
+            bugs=all_bugs, amnesiac=amnesiac,
+            # what a journaled node starts with was read from its disk; the planted bug acks and
+            # answers what is merely written, as if no journal were waited for
+            durable_seq=log.last_seq if settings.journal and "ack-before-fsync" not in all_bugs else None)
         self.liveness = PeerLiveness(tuple(m for m in self.members if m != name), incarnation,
                                      keepalive=t.keepalive, dead_after=t.connection_timeout)
         self.throttling = False
@@ -235,6 +283,16 @@ class NodeCore:
         self._progress: tuple | None = None
         self._progress_at = float("-inf")
         self.last_transfer_at: float | None = None
+        # the journal (settings.journal): tokens of writes not yet durable, (token, seq, is_reset)
+        self._tokens = itertools.count(1)
+        self._unpersisted: deque[tuple[int, int, bool]] = deque()
+        self._resets_pending = 0
+        self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
+        self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
+        self.journal_error: str | None = None
+        self._journal_grown = 0                          # bytes persisted since the last snapshot began
+        self._last_snapshot_bytes = 0
+        self._snapshot: tuple[Any, int, int, list[bytes], int] | None = None   # (records, at_seq, at_epoch, blobs, size)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -248,7 +306,7 @@ class NodeCore:
 
     def serving(self, now: float) -> bool:
         """The active master, synchronised: client operations run here."""
-        if not self.replication.serving:
+        if not self.replication.serving or self.journal_error is not None:
             return False
         if "minority-answers" in self.bugs:
             return True
@@ -286,6 +344,8 @@ class NodeCore:
         return c is not None and c[0] == master and now - c[1] < t.election_min + t.heartbeat
 
     def unavailable_reason(self, now: float) -> str:
+        if self.journal_error is not None:
+            return f"Node {self.name} cannot store anything: its journal failed ({self.journal_error})."
         view = self.membership.view
         if view is None:
             return f"Node {self.name} has not joined a view of the cluster yet."
@@ -458,6 +518,7 @@ class NodeCore:
             self._storage_tick(now, out)
         self._progress_line(now, out)
         self._stand_check(out)
+        self._snapshot_step(now, out)
         if self._flush_due:
             # FlushDue is asked for once per batch; should the runtime lose it, the staged
             # operations go out at the next tick instead of waiting forever
@@ -472,7 +533,58 @@ class NodeCore:
         self._replication(self.replication.flush(int(now * 1000)), now, out)
         if self._acks:
             acks, self._acks = self._acks, {}
-            out += [Send(to, ack) for to, ack in acks.items()]
+            durable = self.replication.durable_seq
+            for to, ack in acks.items():
+                if durable is not None and ack.seq > durable:
+                    # a replica acks only what its journal holds: ``persisted`` sends it then
+                    self._held_acks[to] = ack
+                else:
+                    self._held_acks.pop(to, None)
+                    out.append(Send(to, ack))
+        return out
+
+    # -- events from the journal -------------------------------------------------------------------
+
+    def persisted(self, token: int, now: float) -> list[Action]:
+        """The journal made every write up to ``token`` durable (as its fsync policy promises)."""
+        out: list[Action] = []
+        seq = None
+        while self._unpersisted and self._unpersisted[0][0] <= token:
+            tok, seq, is_reset = self._unpersisted.popleft()
+            if is_reset:
+                self._resets_pending -= 1
+                out += [send for t, send in self._held_snapshot_acks if t == tok]
+                self._held_snapshot_acks = [(t, send) for t, send in self._held_snapshot_acks if t != tok]
+        if seq is None or self._resets_pending or self.replication.durable_seq is None:
+            return out   # positions of a history a later reset replaced mean nothing now
+        self._replication(self.replication.persisted(seq), now, out)
+        for to, ack in list(self._held_acks.items()):
+            if not self._acks and not self._flush_due:
+                self._flush_due = True
+                out.append(FlushDue())
+            self._acks[to] = Ack(ack.epoch, min(ack.seq, seq)) if ack.seq > seq else ack
+        return out
+
+    def journal_failed(self, reason: str, now: float) -> list[Action]:
+        """The journal could not write or fsync (a full disk, an I/O error). After a failed fsync
+        nothing can tell what reached the disk, so the node stores nothing more until restarted:
+        its waiting operations get "not stored", it stops serving, and it never stands."""
+        out: list[Action] = []
+        if self.journal_error is not None:
+            return out
+        self.journal_error = reason
+        out.append(Warn(f"node {self.name}: journal failed, serving nothing until restarted: {reason}"))
+        out.append(Record(now, "journal_failed", {"reason": reason}))
+        pending, self._pending = self._pending, {}
+        for token, _, _, _ in pending.values():
+            if token is not _INTERNAL:
+                out.append(Answer(token, None, NotStored(f"not stored: the journal of {self.name} failed ({reason})")))
+        self._held_acks.clear()
+        self._snapshot = None
+        self._serving_check(now, out)
+        self._stand_check(out)
+        if self.membership.role == "leader":
+            out.append(ToRaft(TransferLeadership()))
         return out
 
     # -- internals ---------------------------------------------------------------------------------
@@ -505,10 +617,18 @@ class NodeCore:
             self._membership(TimePassed(now), now, out)
 
     def _replication(self, actions: list[Any], now: float, out: list[Action]) -> None:
+        # A transfer that finished here is acked (its last chunk) only once the journal holds the
+        # new state: the master counts the member as holding everything up to the snapshot then.
+        # (A resent last chunk is acked again meanwhile: held too.)
+        hold = self.replication.durable_seq is not None \
+            and (self._resets_pending > 0 or any(type(a) is StorageReplaced for a in actions))
+        held: list[Send] = []
         for a in actions:
             t = type(a)
             if t is Send:
-                if type(a.frame) is Ack:
+                if hold and type(a.frame) is SnapshotAck:
+                    held.append(a)
+                elif type(a.frame) is Ack:
                     if not self._acks and not self._flush_due:
                         self._flush_due = True
                         out.append(FlushDue())
@@ -542,7 +662,75 @@ class NodeCore:
             elif t is Rejected:
                 self.rejected += 1
                 out.append(a)
+        if self.journaled:
+            self._journal(out)
+            if held:
+                reset = next(tok for tok, _, is_reset in reversed(self._unpersisted) if is_reset)
+                self._held_snapshot_acks += [(reset, send) for send in held]
         self._serving_check(now, out)
+
+    def _journal(self, out: list[Action]) -> None:
+        """Hand what the log took since the last call to the journal, in order."""
+        entries: list[Entry] = []
+        for change in self.replication.log.drain():
+            if type(change) is Entry:
+                entries.append(change)
+                continue
+            self._persist(entries, out)
+            entries = []
+            tok = next(self._tokens)
+            out.append(PersistReset(tok, change.seq, change.epoch, change.blobs))
+            self._unpersisted.append((tok, change.seq, True))
+            self._resets_pending += 1
+            self._snapshot = None          # it read a state that is gone
+            self._journal_grown = 0
+            self._last_snapshot_bytes = sum(len(b) for b in change.blobs)
+        self._persist(entries, out)
+
+    def _persist(self, entries: list[Entry], out: list[Action]) -> None:
+        if not entries:
+            return
+        tok = next(self._tokens)
+        out.append(Persist(tok, tuple(entries)))
+        self._unpersisted.append((tok, entries[-1].seq, False))
+        self._journal_grown += sum(len(e.mutations) for e in entries)
+
+    def _snapshot_step(self, now: float, out: list[Action]) -> None:
+        """Compaction: once the journal grew enough, read the state a step per tick (a fuzzy
+        snapshot, like a transfer's) and hand it to the journal, which then drops what is behind."""
+        if not self.journaled or self.journal_error is not None:
+            return
+        snap = self._snapshot
+        if snap is None and self._journal_grown < max(self.settings.snapshot_min_bytes, self._last_snapshot_bytes):
+            return
+        # Each read must see no more than the log holds: the master's executed operations are
+        # cut into a batch first (otherwise a restart could hold changes no log entry carries).
+        out += self.flush(now)
+        log = self.replication.log
+        if snap is None or snap[0] is not self.storage:
+            self._snapshot = (self.storage, self.storage.iter_snapshot(), log.last_seq, log.last_epoch, [])
+            self._journal_grown = 0
+            return
+        storage, records, at_seq, at_epoch, blobs = snap
+        size = 0
+        batch: list[Any] = []
+        exhausted = True
+        for rec in records:
+            batch.append(rec)
+            if len(batch) >= 256:
+                blob = encode_many(batch)
+                blobs.append(blob)
+                size += len(blob)
+                batch = []
+                if size >= SNAPSHOT_STEP_BYTES:
+                    exhausted = False
+                    break
+        if batch:
+            blobs.append(encode_many(batch))
+        if exhausted:
+            self._snapshot = None
+            self._last_snapshot_bytes = sum(len(b) for b in blobs)
+            out.append(Snapshot(at_seq, at_epoch, log.last_seq, tuple(blobs)))
 
     def _peer(self, peer: str, up: bool, now: float, out: list[Action]) -> None:
         self._replication(self.replication.on_peer(peer, up, int(now * 1000)), now, out)
@@ -571,7 +759,7 @@ class NodeCore:
             out.append(Record(now, "throttle", {"on": on}))
 
     def _serving_check(self, now: float, out: list[Action]) -> None:
-        serving = self.replication.serving and self.membership.active
+        serving = self.replication.serving and self.membership.active and self.journal_error is None
         if serving != self._serving:
             self._serving = serving
             self._policies.clear()
@@ -579,10 +767,13 @@ class NodeCore:
 
     def _stand_check(self, out: list[Action]) -> None:
         rec = self.replication.receiver
-        allowed = rec is None or rec.staging is None or not self.liveness.connected(rec.master)
+        allowed = (rec is None or rec.staging is None or not self.liveness.connected(rec.master)) \
+            and self.journal_error is None
         if allowed != self._may_stand:
             self._may_stand = allowed
-            out.append(ToRaft(MayStand(allowed, "" if allowed else "a state transfer is bringing this node up")))
+            why = "" if allowed else "its journal failed" if self.journal_error is not None \
+                else "a state transfer is bringing this node up"
+            out.append(ToRaft(MayStand(allowed, why)))
 
     def _storage_tick(self, now: float, out: list[Action]) -> None:
         """Let time act on the master: its effects are replicated like a client's operation."""

@@ -19,6 +19,7 @@ PLANTABLE_BUGS: dict[str, str] = {
     "abandon-as-success": "answer operations abandoned on a view change or lost quorum as successes",
     "minority-answers": "gate client operations on the replication layer only, not on the lease",
     "batches-unthrottled": "flow control slows SendMessage but not SendMessageBatch",
+    "ack-before-fsync": "with a journal, replicas ack and the master answers before their fsync",
 }
 
 

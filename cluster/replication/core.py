@@ -89,7 +89,7 @@ class ReplicationCore:
                  log: ReplicationLog | None = None, policy: AckPolicy = AckPolicy.MAJORITY,
                  limits: Limits = Limits(), configured: int = 0,
                  transfer: TransferSettings = TransferSettings(), sync_retry_ms: int = 300,
-                 bugs: frozenset[str] = frozenset(), amnesiac: bool = False):
+                 bugs: frozenset[str] = frozenset(), amnesiac: bool = False, durable_seq: int | None = None):
         self.bugs = check_bugs(bugs) & BUGS
         self.name = name
         self.storage = storage
@@ -109,6 +109,10 @@ class ReplicationCore:
         # member before) until a serving master has brought it up to date, or it finished its
         # own sync as master: until then its position counts in no sync quorum (sync.py).
         self.amnesiac = amnesiac
+        # With a journal (a log built with journaled=True): how far the log is on disk, as the
+        # node core learns it; -1 after a transfer replaced the state until its snapshot is.
+        # None without a journal.
+        self.durable_seq = durable_seq
         self._amnesia_target: int | None = None   # the serving master's log end when it positioned us
         self._streamed_from: tuple[str, int] | None = None   # (master, epoch) whose batch we applied
         self.master_core: MasterReplicator | None = None
@@ -176,6 +180,7 @@ class ReplicationCore:
             self.replica_core = None
             self.master_core = MasterReplicator(self.name, epoch, members, self.log, policy=self.policy,
                                                 limits=self.limits, configured=self.configured)
+            self.master_core.local_durable = self.durable_seq
             self.sync = SyncCoordinator(self.name, epoch, members, self.storage, self.log,
                                         retry_ms=self.sync_retry_ms, configured=self.configured,
                                         amnesiac=self.amnesiac,
@@ -279,6 +284,13 @@ class ReplicationCore:
             return out
         return [Rejected(sender, f"{t.__name__} before any view")]
 
+    def persisted(self, seq: int) -> list[Any]:
+        """The journal holds the log up to ``seq`` as durably as its policy promises."""
+        self.durable_seq = seq
+        if self.master_core is not None:
+            return self.master_core.durable(seq)
+        return []
+
     def _caught_up(self, how: str) -> list[Any]:
         if not self.amnesiac:
             return []
@@ -341,7 +353,8 @@ class ReplicationCore:
             if type(a) is Synced:
                 out += self._synced(a, now_ms)
             elif type(a) is TransferFrom:
-                self.receiver = TransferReceiver(a.holder, self.epoch, self.new_storage)
+                self.receiver = TransferReceiver(a.holder, self.epoch, self.new_storage,
+                                                 keep_blobs=self.log.unjournaled is not None)
                 out.append(Note("sync-transfer", {"holder": a.holder, "epoch": self.epoch}))
                 out.append(Send(a.holder, TransferRequest(self.epoch)))
             else:
@@ -411,7 +424,8 @@ class ReplicationCore:
             master, epoch = self.following()
             if self.role != REPLICA or sender != master or chunk.epoch != epoch:
                 return [Rejected(sender, f"snapshot chunk from {sender} in epoch {chunk.epoch}")]
-            rec = self.receiver = TransferReceiver(sender, chunk.epoch, self.new_storage)
+            rec = self.receiver = TransferReceiver(sender, chunk.epoch, self.new_storage,
+                                                         keep_blobs=self.log.unjournaled is not None)
         if chunk.index == 0 and chunk.transfer_id != rec.transfer_id:
             self._receive_started = now_ms
         out = rec.on_chunk(sender, chunk)
@@ -420,19 +434,24 @@ class ReplicationCore:
         taken = rec.take()
         if taken is None:
             return out
-        staging, at_seq, at_epoch = taken
+        staging, at_seq, at_epoch, blobs = taken
         self._finished_transfers.add((sender, chunk.epoch, chunk.transfer_id))
         self.receiver = None
         self.storage = staging
+        if self.durable_seq is not None:
+            # the new state is on no disk until the journal has written its snapshot
+            self.durable_seq = -1
+            if self.master_core is not None:
+                self.master_core.local_durable = -1
         self.last_transfer = _transfer_stats("received", sender, at_seq, rec.received_records, rec.received_bytes,
                                              self._receive_started, now_ms)
         out += [StorageReplaced(staging), Note("transfer-finished", dict(self.last_transfer))]
         if self.replica_core is not None:
             self.replica_core.storage = staging
-            self.replica_core.restored(at_seq, at_epoch)
+            self.replica_core.restored(at_seq, at_epoch, blobs)
             out += self._caught_up(f"transfer from {sender}")
         if self.sync is not None:
-            self.log.reset(at_seq, at_epoch)
+            self.log.reset(at_seq, at_epoch, blobs)
             self.sync.storage = staging
             out += self._sync_actions(self.sync.restored(now_ms), now_ms)
         return out

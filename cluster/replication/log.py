@@ -15,14 +15,25 @@ class Entry:
     created_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class Reset:
+    seq: int
+    epoch: int
+    blobs: tuple[bytes, ...]
+
+
 class ReplicationLog:
     """Entries with consecutive sequence numbers, bounded in bytes (oldest dropped first).
 
     A replica that needs an entry older than ``first_seq`` can only catch up by state transfer.
     """
 
-    def __init__(self, limit_bytes: int = 64 * 1024 * 1024, last_seq: int = 0, last_epoch: int = 0):
+    def __init__(self, limit_bytes: int = 64 * 1024 * 1024, last_seq: int = 0, last_epoch: int = 0, *,
+                 journaled: bool = False):
         self.limit_bytes = limit_bytes
+        # With a journal, every change of the log is also kept here, in order, until the node
+        # core drains it into its journal's writes: an Entry, or a Reset (the state was replaced).
+        self.unjournaled: list[Entry | Reset] | None = [] if journaled else None
         self._entries: deque[Entry] = deque()
         self._bytes = 0
         self._last_seq = last_seq      # survives trimming: the position the state is at
@@ -52,11 +63,18 @@ class ReplicationLog:
         if entry.seq != self._last_seq + 1:
             raise ValueError(f"log gap: have {self._last_seq}, got {entry.seq}")
         self._entries.append(entry)
+        if self.unjournaled is not None:
+            self.unjournaled.append(entry)
         self._bytes += len(entry.mutations)
         self._last_seq = entry.seq
         self._last_epoch = entry.written_epoch
         while self._bytes > self.limit_bytes and len(self._entries) > 1:
             self._bytes -= len(self._entries.popleft().mutations)
+
+    def drain(self) -> list[Entry | Reset]:
+        """The changes since the last drain, for the journal."""
+        out, self.unjournaled = self.unjournaled, []
+        return out or []
 
     def get(self, seq: int) -> Entry | None:
         if not self._entries or not self._entries[0].seq <= seq <= self._last_seq:
@@ -70,8 +88,11 @@ class ReplicationLog:
         start = seq - self._entries[0].seq
         return [self._entries[i] for i in range(start, min(start + limit, len(self._entries)))]
 
-    def reset(self, last_seq: int, last_epoch: int) -> None:
-        """Forget every entry: the state now comes from a snapshot taken at ``last_seq``."""
+    def reset(self, last_seq: int, last_epoch: int, blobs: tuple[bytes, ...] = ()) -> None:
+        """Forget every entry: the state now comes from a snapshot taken at ``last_seq``
+        (``blobs``: that snapshot's encoded records, which a journal keeps as its new start)."""
+        if self.unjournaled is not None:
+            self.unjournaled.append(Reset(last_seq, last_epoch, blobs))
         self._entries.clear()
         self._bytes = 0
         self._last_seq = last_seq

@@ -71,6 +71,9 @@ class MasterReplicator:
         self._staged: list[tuple[int, AckPolicy, Sequence]] = []
         self._waiting: dict[AckPolicy, deque[tuple[int, int]]] = {p: deque() for p in AckPolicy}
         self._throttling = False
+        # How far this master's own log is durable (its journal's fsync): None without a journal,
+        # where holding the batch in memory is all a copy on this node means.
+        self.local_durable: int | None = None
         self.view_changed(members)
 
     # --- inputs -----------------------------------------------------------------------------
@@ -291,13 +294,21 @@ class MasterReplicator:
             r.sent = entries[-1].seq
         return [Send(r.name, Batch(self.epoch, e.seq, e.written_epoch, e.mutations)) for e in entries]
 
+    def durable(self, seq: int) -> list[Action]:
+        """This master's journal made its log durable up to ``seq``."""
+        self.local_durable = seq
+        return self._completions()
+
     def _committed(self, policy: AckPolicy) -> int:
-        """The highest seq acked by as many replicas as ``policy`` requires."""
+        """The highest seq held by as many copies as ``policy`` requires: the master's own and
+        ``required`` replicas'. With a journal the master's copy counts only once on its disk,
+        so `majority` means "on disk on a majority", and a lone node answers after its fsync."""
         need = policy.required(len(self.members), self.configured)
+        local = self.log.last_seq if self.local_durable is None else self.local_durable
         if need == 0:
-            return self.log.last_seq
-        acked = sorted((r.acked for r in self.replicas.values()), reverse=True)
-        return acked[need - 1] if len(acked) >= need else 0
+            return local
+        acked = sorted([r.acked for r in self.replicas.values()] + [local], reverse=True)
+        return acked[need] if len(acked) > need else 0
 
     def _completions(self) -> list[Action]:
         done: list[int] = []

@@ -81,9 +81,9 @@ class ReplicaApplier:
         self._asked_from = 0
         return [Send(sender, Ack(self.epoch, frame.seq))]
 
-    def restored(self, last_seq: int, last_epoch: int) -> None:
+    def restored(self, last_seq: int, last_epoch: int, blobs: tuple[bytes, ...] = ()) -> None:
         """A state transfer replaced the storage: the log restarts at the snapshot's position."""
-        self.log.reset(last_seq, last_epoch)
+        self.log.reset(last_seq, last_epoch, blobs)
         self._asked_from = 0
 
 

@@ -138,8 +138,12 @@ class TransferSender:
 class TransferReceiver:
     """The joiner's side: restores chunks, in order, into a fresh staging storage."""
 
-    def __init__(self, master: str, epoch: int, new_storage: Callable[[], Storage]):
+    def __init__(self, master: str, epoch: int, new_storage: Callable[[], Storage], *, keep_blobs: bool = False):
         self.master = master
+        # A journaled member keeps the chunks as they came: they are the snapshot its journal
+        # starts again from, without encoding the whole state a second time.
+        self.keep_blobs = keep_blobs
+        self.blobs: list[bytes] = []
         self.epoch = epoch
         self._new_storage = new_storage
         self.transfer_id: int | None = None
@@ -160,6 +164,7 @@ class TransferReceiver:
             self.staging = self._new_storage()
             self.expected = 0
             self.finished = None
+            self.blobs = []
             self.received_records = self.received_bytes = 0
         if chunk.index != self.expected:
             # a duplicate or one ahead of a lost chunk: repeat where we are, the sender resends
@@ -170,6 +175,8 @@ class TransferReceiver:
             return [Rejected(sender, f"undecodable snapshot chunk {chunk.index}: {err}")]
         assert self.staging is not None
         self.staging.apply_many(records)
+        if self.keep_blobs:
+            self.blobs.append(chunk.records)
         self.received_records += _messages_in(records)
         self.received_bytes += len(chunk.records)
         self.expected += 1
@@ -177,15 +184,17 @@ class TransferReceiver:
             self.finished = chunk
         return [Send(sender, SnapshotAck(self.epoch, chunk.transfer_id, chunk.index))]
 
-    def take(self) -> tuple[Storage, int, int] | None:
-        """After the last chunk: the restored storage and the log position to resume from."""
+    def take(self) -> tuple[Storage, int, int, tuple[bytes, ...]] | None:
+        """After the last chunk: the restored storage, the log position to resume from, and the
+        chunks' encoded records (kept only with ``keep_blobs``)."""
         if self.finished is None or self.staging is None:
             return None
-        done, staging = self.finished, self.staging
+        done, staging, blobs = self.finished, self.staging, tuple(self.blobs)
         self.finished = self.staging = None
+        self.blobs = []
         self.transfer_id = None
         self.expected = 0
-        return staging, done.at_seq, done.at_epoch
+        return staging, done.at_seq, done.at_epoch, blobs
 
 
 def _messages_in(records: list) -> int:

@@ -34,7 +34,7 @@ TIMING = Timing()
 class Cores:
     def __init__(self, names: tuple[str, ...] = NAMES, policy: AckPolicy = AckPolicy.MAJORITY,
                  forward: bool = True, bugs: frozenset[str] = frozenset(), log_limit_bytes: int = 64 << 20,
-                 chunk_records: int = 2_000) -> None:
+                 chunk_records: int = 2_000, journal: bool = False, snapshot_min_bytes: int = 64 << 20) -> None:
         self.clock = ManualClock(1_000_000)
         self.now = 100.0
         self.cores: dict[str, NodeCore] = {}
@@ -44,7 +44,8 @@ class Cores:
         self.to_raft: dict[str, list[Any]] = {n: [] for n in names}
         for i, n in enumerate(names):
             settings = CoreSettings(timing=TIMING, policy=policy, forward=forward, log_limit_bytes=log_limit_bytes,
-                                    transfer=TransferSettings(chunk_records=chunk_records, window=1))
+                                    transfer=TransferSettings(chunk_records=chunk_records, window=1),
+                                    journal=journal, snapshot_min_bytes=snapshot_min_bytes)
             self.cores[n] = NodeCore(n, names, settings, Storage(self.clock, IdSource(i + 1)),
                                      lambda i=i: Storage(self.clock, IdSource(i + 100)), incarnation=i + 1,
                                      bugs=bugs)

@@ -77,7 +77,7 @@ class Setup:
     def finish_join(self) -> Storage:
         taken = self.receiver.take()
         assert taken is not None, "the joiner must hold a finished snapshot"
-        storage, at_seq, _ = taken
+        storage, at_seq, _, _ = taken
         joined_log = ReplicationLog()
         joined_log.reset(at_seq, 1)
         for e in self.log.since(at_seq + 1, 10**9):

@@ -25,6 +25,7 @@ EXPECTED = {
     "minority-answers": ("gating",),
     "batches-unthrottled": ("flow control",),
     "no-pre-vote": ("pre-vote", "heal"),
+    "ack-before-fsync": ("lost", "lost deletes", "order", "durability"),
 }
 
 

@@ -1,0 +1,197 @@
+"""cluster/node_core.py with a journal: the durability rules, driven directly.
+
+A node with a journal hands every change of its log to the journal (Persist, PersistReset) and
+learns what is durable through ``persisted``. Only then does a replica ack, a master count its
+own copy, and a finished transfer's last chunk get acked; a failed journal answers "not stored"
+and stops the node serving. The journal itself is played by the test: it says "durable" when
+the test decides, as an fsync would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage import Storage
+from storage.codec import decode_many
+from storage.commands import CreateQueue, ReceiveMessage, SendMessage
+
+from cluster.errors import NotServing, NotStored
+from cluster.membership import LEADER
+from cluster.node_core import Answer, MayStand, Persist, PersistReset, Snapshot, ToRaft, TransferLeadership
+from cluster.replication.messages import Ack, AckPolicy, Send, SnapshotAck
+
+from tests.cluster.test_node_core import NS, Cores
+
+
+def unpersisted(c: Cores, name: str) -> list[Any]:
+    return [a for a in c.out[name] if type(a) in (Persist, PersistReset)]
+
+
+def fsync(c: Cores, name: str) -> None:
+    """The node's journal reports everything it was handed as durable."""
+    writes = unpersisted(c, name)
+    if writes:
+        c.out[name] = [a for a in c.out[name] if a not in writes]
+        c.handle(name, c.cores[name].persisted(writes[-1].token, c.now))
+        c.run()
+
+
+def fsync_all(c: Cores) -> None:
+    for _ in range(3):
+        for n in c.cores:
+            fsync(c, n)
+
+
+def test_a_replica_acks_a_batch_only_once_its_journal_holds_it():
+    c = Cores(journal=True)
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    rep = c.cores["n2"]
+    seq = c.cores["n1"].replication.log.last_seq
+    assert rep.replication.log.last_seq == seq, "applied at once"
+    persists = [a for a in unpersisted(c, "n2") if type(a) is Persist]
+    assert persists and persists[-1].entries[-1].seq == seq, "and handed to its journal"
+    assert c.cores["n1"].replication.master_core.replicas["n2"].acked < seq, "but not acked before the fsync"
+    fsync(c, "n2")
+    assert c.cores["n1"].replication.master_core.replicas["n2"].acked == seq
+
+
+def test_majority_means_on_disk_on_a_majority_the_master_counting_only_once_durable():
+    c = Cores(journal=True)
+    c.serving("n1")
+    fsync_all(c)
+    tok = object()
+    c.execute("n1", CreateQueue(NS, "q"), tok)
+    assert c.answers("n1", tok) == [], "no copy on any disk yet"
+    fsync(c, "n2")
+    fsync(c, "n3")
+    (ans,) = c.answers("n1", tok)
+    assert ans.error is None, "two replicas on disk are a majority without the master's own copy"
+    tok2 = object()
+    c.execute("n1", SendMessage(NS.key("q"), "m"), tok2)
+    fsync(c, "n2")
+    assert c.answers("n1", tok2) == [], "one replica on disk and the master's copy only in memory: no"
+    fsync(c, "n1")
+    (ans,) = c.answers("n1", tok2)
+    assert ans.error is None, "the master's own fsync makes the majority"
+
+
+def test_a_lone_node_answers_only_after_its_fsync():
+    c = Cores(names=("n1",), journal=True)
+    c.serving("n1")
+    fsync(c, "n1")
+    tok = object()
+    c.execute("n1", CreateQueue(NS, "q"), tok)
+    assert c.answers("n1", tok) == [], "in memory only: no answer yet"
+    fsync(c, "n1")
+    (ans,) = c.answers("n1", tok)
+    assert ans.error is None
+
+
+def test_policy_none_answers_before_any_disk():
+    c = Cores(names=("n1",), journal=True, policy=AckPolicy.NONE)
+    c.serving("n1")
+    tok = object()
+    c.execute("n1", CreateQueue(NS, "q"), tok)
+    (ans,) = c.answers("n1", tok)
+    assert ans.error is None, "none promises nothing: it answers at once"
+
+
+def test_planted_ack_before_fsync_acks_what_is_only_in_memory():
+    c = Cores(journal=True, bugs=frozenset({"ack-before-fsync"}))
+    c.serving("n1")
+    tok = object()
+    c.execute("n1", CreateQueue(NS, "q"), tok)
+    (ans,) = c.answers("n1", tok)
+    assert ans.error is None, "answered although no journal holds it"
+
+
+def test_a_transfer_is_acked_to_its_end_only_once_the_journal_holds_the_new_state():
+    c = Cores(journal=True, log_limit_bytes=2_000, chunk_records=1)
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    c.down.add("n3")
+    for i in range(60):                   # more than the log holds: n3 will need a transfer
+        c.execute("n1", SendMessage(NS.key("q"), f"m{i}"))
+        fsync(c, "n1")
+        fsync(c, "n2")
+    c.down.discard("n3")
+    reset = None
+    for _ in range(200):
+        c.tick(0.05, leading="n1")
+        fsync(c, "n1")
+        fsync(c, "n2")
+        resets = [a for a in c.out["n3"] if type(a) is PersistReset]
+        if resets:
+            reset = resets[-1]
+            break
+    assert reset is not None, "the finished transfer starts a new journal history"
+    for _ in range(10):
+        c.tick(0.05, leading="n1")
+        fsync(c, "n1")
+        fsync(c, "n2")
+    n3 = c.cores["n3"]
+    assert n3.storage.digest() == c.cores["n1"].storage.digest()
+    mc = c.cores["n1"].replication
+    assert "n3" in mc.senders, "the master still waits for the last chunk's ack"
+    # the reset's records are the snapshot: restoring them gives the transferred state
+    restored = Storage(c.clock)
+    for blob in reset.blobs:
+        restored.apply_many(decode_many(blob))
+    assert restored.digest() == n3.storage.digest() or n3.replication.log.last_seq > reset.seq
+    fsync(c, "n3")
+    for _ in range(10):
+        c.tick(0.05, leading="n1")
+        fsync_all(c)
+    assert "n3" not in mc.senders, "acked once its journal holds the snapshot"
+    assert mc.master_core.replicas["n3"].acked == mc.log.last_seq
+
+
+def test_a_failed_journal_answers_not_stored_and_stops_serving_and_standing():
+    c = Cores(journal=True)
+    c.serving("n1")
+    fsync_all(c)
+    tok = object()
+    c.execute("n1", CreateQueue(NS, "q"), tok)
+    n1 = c.cores["n1"]
+    c.handle("n1", n1.journal_failed("No space left on device", c.now))
+    (ans,) = c.answers("n1", tok)
+    assert isinstance(ans.error, NotStored) and "No space left" in str(ans.error)
+    assert not n1.serving(c.now)
+    assert c.to_raft["n1"][-1] == TransferLeadership() or any(
+        type(a) is TransferLeadership for a in c.to_raft["n1"]), "a leader hands leadership on"
+    assert MayStand(False, "its journal failed") in c.to_raft["n1"]
+    later = object()
+    c.execute("n1", SendMessage(NS.key("q"), "m"), later)
+    (ans2,) = c.answers("n1", later)
+    assert isinstance(ans2.error, NotServing) and "journal failed" in str(ans2.error)
+
+
+def test_compaction_snapshots_the_state_fuzzily_while_writes_go_on():
+    c = Cores(names=("n1",), journal=True, snapshot_min_bytes=2_000)
+    c.serving("n1")
+    fsync(c, "n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    for i in range(100):
+        c.execute("n1", SendMessage(NS.key("q"), f"m{i}" * 20))
+        fsync(c, "n1")
+    snaps: list[Snapshot] = []
+    for i in range(20):
+        c.execute("n1", SendMessage(NS.key("q"), f"late{i}"))
+        c.tick(0.05, leading="n1")
+        fsync(c, "n1")
+        snaps += [a for a in c.out["n1"] if type(a) is Snapshot]
+        c.out["n1"] = [a for a in c.out["n1"] if type(a) is not Snapshot]
+    assert snaps, "the journal grew past the threshold: a snapshot was taken"
+    snap = snaps[0]
+    assert snap.at_seq <= snap.end_seq
+    # recovery = the snapshot plus every entry after at_seq: the master's state exactly
+    log = c.cores["n1"].replication.log
+    restored = Storage(c.clock)
+    for blob in snap.blobs:
+        restored.apply_many(decode_many(blob))
+    for seq in range(snap.at_seq + 1, log.last_seq + 1):
+        restored.apply_many(decode_many(log.get(seq).mutations))
+    assert restored.digest() == c.cores["n1"].storage.digest()
