@@ -48,9 +48,9 @@ from storage.commands import (
     Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue, Tick,
     UntagQueue,
 )
-from storage.codec import encode_many
 from storage.errors import SqsError
 
+from cluster.compaction import Compactor, Snapshot
 from cluster.config import Timing
 from cluster.errors import MasterChanged, NotServing, NotStored, Throttled
 from cluster.membership import (
@@ -74,9 +74,6 @@ REPLICATION_GATE = "replication"
 STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
 FORWARD_TIMEOUT_S = 30.0      # a long poll waits up to 20 s on the master; beyond this, given up on
 PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
-# A compaction snapshot reads about this many encoded bytes per step (one step per core tick):
-# ~20 MB/s at a 50 ms tick, so a step costs the loop a few ms and 1M messages take ~10 s.
-SNAPSHOT_STEP_BYTES = 1024 * 1024
 
 _PRODUCERS = (SendMessage, SendMessageBatch)
 _TAG_CHANGES = (CreateQueue, DeleteQueue, TagQueue, UntagQueue)
@@ -202,17 +199,6 @@ class PersistReset:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A fuzzy snapshot for compaction: read from ``at_seq`` on while the log grew to ``end_seq``.
-    Valid once the journal is durable up to ``end_seq``; then what is behind ``at_seq`` can go."""
-
-    at_seq: int
-    at_epoch: int
-    end_seq: int
-    blobs: tuple[bytes, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class FlushDue:
     """Call ``flush`` at the end of this turn of the loop."""
 
@@ -290,9 +276,7 @@ class NodeCore:
         self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
         self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
-        self._journal_grown = 0                          # bytes persisted since the last snapshot began
-        self._last_snapshot_bytes = 0
-        self._snapshot: tuple[Any, int, int, list[bytes], int] | None = None   # (records, at_seq, at_epoch, blobs, size)
+        self.compactor = Compactor(settings.snapshot_min_bytes)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -580,7 +564,7 @@ class NodeCore:
             if token is not _INTERNAL:
                 out.append(Answer(token, None, NotStored(f"not stored: the journal of {self.name} failed ({reason})")))
         self._held_acks.clear()
-        self._snapshot = None
+        self.compactor.abort()
         self._serving_check(now, out)
         self._stand_check(out)
         if self.membership.role == "leader":
@@ -682,9 +666,7 @@ class NodeCore:
             out.append(PersistReset(tok, change.seq, change.epoch, change.blobs))
             self._unpersisted.append((tok, change.seq, True))
             self._resets_pending += 1
-            self._snapshot = None          # it read a state that is gone
-            self._journal_grown = 0
-            self._last_snapshot_bytes = sum(len(b) for b in change.blobs)
+            self.compactor.replaced(sum(len(b) for b in change.blobs))
         self._persist(entries, out)
 
     def _persist(self, entries: list[Entry], out: list[Action]) -> None:
@@ -693,44 +675,17 @@ class NodeCore:
         tok = next(self._tokens)
         out.append(Persist(tok, tuple(entries)))
         self._unpersisted.append((tok, entries[-1].seq, False))
-        self._journal_grown += sum(len(e.mutations) for e in entries)
+        self.compactor.journaled(sum(len(e.mutations) for e in entries))
 
     def _snapshot_step(self, now: float, out: list[Action]) -> None:
-        """Compaction: once the journal grew enough, read the state a step per tick (a fuzzy
-        snapshot, like a transfer's) and hand it to the journal, which then drops what is behind."""
-        if not self.journaled or self.journal_error is not None:
-            return
-        snap = self._snapshot
-        if snap is None and self._journal_grown < max(self.settings.snapshot_min_bytes, self._last_snapshot_bytes):
+        if not self.journaled or self.journal_error is not None or not self.compactor.due:
             return
         # Each read must see no more than the log holds: the master's executed operations are
         # cut into a batch first (otherwise a restart could hold changes no log entry carries).
         out += self.flush(now)
-        log = self.replication.log
-        if snap is None or snap[0] is not self.storage:
-            self._snapshot = (self.storage, self.storage.iter_snapshot(), log.last_seq, log.last_epoch, [])
-            self._journal_grown = 0
-            return
-        storage, records, at_seq, at_epoch, blobs = snap
-        size = 0
-        batch: list[Any] = []
-        exhausted = True
-        for rec in records:
-            batch.append(rec)
-            if len(batch) >= 256:
-                blob = encode_many(batch)
-                blobs.append(blob)
-                size += len(blob)
-                batch = []
-                if size >= SNAPSHOT_STEP_BYTES:
-                    exhausted = False
-                    break
-        if batch:
-            blobs.append(encode_many(batch))
-        if exhausted:
-            self._snapshot = None
-            self._last_snapshot_bytes = sum(len(b) for b in blobs)
-            out.append(Snapshot(at_seq, at_epoch, log.last_seq, tuple(blobs)))
+        snap = self.compactor.step(self.storage, self.replication.log)
+        if snap is not None:
+            out.append(snap)
 
     def _peer(self, peer: str, up: bool, now: float, out: list[Action]) -> None:
         self._replication(self.replication.on_peer(peer, up, int(now * 1000)), now, out)
