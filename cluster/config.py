@@ -35,6 +35,10 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
     history = "n1-history.jsonl"
     admin = "127.0.0.1:0"
     state-dir = "n1-state"        # durable Raft state (term, vote, log); see cluster/runtime.py
+
+    [storage]                     # see Durability: this node's journal (and Raft's state)
+    data-dir = "n1-data"
+    fsync = "always"              # always | interval | never
 """
 
 from __future__ import annotations
@@ -213,6 +217,59 @@ class Replication:
         return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
 
 
+FSYNC_POLICIES = ("always", "interval", "never")
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """A node's data directory: its journal of mutation batches and snapshots (cluster/journal/),
+    and Raft's state under ``raft/``. Process-local, like [node].
+
+    ``fsync``: ``always`` (group commit: one fsync per batch of writes, and nothing is acked or
+    answered before it), ``interval`` (written at once, fsynced every ``fsync_interval_ms``: a
+    process crash loses nothing written, a power cut up to that interval), ``never`` (the OS
+    writes back when it likes). Compaction snapshots are taken once the journal has grown by
+    max(``snapshot_min_mb``, the last snapshot's size).
+    """
+
+    data_dir: str
+    fsync: str = "always"
+    fsync_interval_ms: int = 100
+    snapshot_min_mb: int = 64
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_dir, str) or not self.data_dir:
+            raise ConfigError("storage data-dir must be a non-empty path")
+        if self.fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"storage fsync {self.fsync!r} must be one of {', '.join(FSYNC_POLICIES)}")
+        for name in ("fsync_interval_ms", "snapshot_min_mb"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ConfigError(f"storage {name.replace('_', '-')} must be a positive integer")
+
+    @property
+    def journal_dir(self) -> str:
+        return str(Path(self.data_dir) / "journal")
+
+    @property
+    def raft_dir(self) -> str:
+        return str(Path(self.data_dir) / "raft")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], base_dir: Path | None = None) -> "Durability":
+        names = {f.name.replace("_", "-"): f.name for f in fields(cls)}
+        _check_keys(d, set(names), "storage")
+        if "data-dir" not in d:
+            raise ConfigError("storage: data-dir is required")
+        kw = {names[k]: v for k, v in d.items()}
+        if base_dir is not None and isinstance(kw["data_dir"], str) and not Path(kw["data_dir"]).is_absolute():
+            kw["data_dir"] = str(base_dir / kw["data_dir"])
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """What every member must agree on (except `links`, which is each node's own view of how to
@@ -272,6 +329,8 @@ class NodeConfig:
     # restarted member forgets its vote and its log, and can help elect a master that lacks a
     # committed view; with it, a restarted member also knows that it lost its messages.
     state_dir: str | None = None
+    # A data-dir ([storage]): the journal, and Raft's state too unless state_dir says elsewhere.
+    durability: Durability | None = None
 
     def __post_init__(self) -> None:
         if self.self_name not in self.cluster.names:
@@ -280,6 +339,14 @@ class NodeConfig:
     @property
     def spec(self) -> NodeSpec:
         return self.cluster.node(self.self_name)
+
+    @property
+    def raft_state_dir(self) -> str | None:
+        """Where Raft's state lives: ``state-dir`` (the older key keeps working), else the
+        data-dir's ``raft/``."""
+        if self.state_dir:
+            return self.state_dir
+        return self.durability.raft_dir if self.durability is not None else None
 
     @property
     def bind_addr(self) -> Address:
@@ -297,8 +364,8 @@ class NodeConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base_dir: Path | None = None) -> "NodeConfig":
-        _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "replication", "node"},
-                    "top level")
+        _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "replication", "node",
+                        "storage"}, "top level")
         secret = d.get("secret")
         if "secret-file" in d:
             if secret is not None:
@@ -337,6 +404,7 @@ class NodeConfig:
             history_path=local.get("history"),
             admin_addr=Address.parse(local["admin"]) if local.get("admin") else None,
             state_dir=local.get("state-dir"),
+            durability=Durability.from_dict(d["storage"], base_dir) if d.get("storage") is not None else None,
         )
 
     @classmethod
@@ -375,6 +443,8 @@ class NodeConfig:
             local["state-dir"] = self.state_dir
         if local:
             d["node"] = local
+        if self.durability is not None:
+            d["storage"] = self.durability.to_dict()
         return d
 
 

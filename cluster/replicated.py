@@ -31,14 +31,16 @@ from storage import Storage
 from storage.commands import Command
 from storage.limits import STRICT, Limits as StorageLimits
 
+from cluster.compaction import Snapshot
 from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing
 from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
 from cluster.node_core import (
-    Answer, CoreSettings, FlushDue, ForwardAnswered, ForwardFailed, NodeCore, Route, ServeForwarded,
-    ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    Answer, CoreSettings, FlushDue, ForwardAnswered, ForwardFailed, NodeCore, Persist, PersistReset, Route,
+    ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
+from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal
 from cluster.replication.core import StorageReplaced
 from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Rejected, Send
@@ -85,16 +87,30 @@ class ReplicatedStorage:
         rep = config.cluster.replication
         # ``raft``: pysyncobj's runtime; tests of this runtime alone script Raft's side instead
         self.membership = raft(config, self)
+        durability = config.durability
+        log_limit = rep.log_limit_mb * 1024 * 1024
         settings = CoreSettings(
             timing=config.timing, policy=AckPolicy(rep.policy), forward=rep.forward,
             limits=Limits(throttle_lag_batches=rep.throttle_lag_batches, throttle_lag_ms=rep.throttle_lag_ms),
-            log_limit_bytes=rep.log_limit_mb * 1024 * 1024)
+            log_limit_bytes=log_limit, journal=durability is not None,
+            snapshot_min_bytes=(durability.snapshot_min_mb if durability is not None else 64) * 1024 * 1024)
+        new_storage = lambda: Storage(clock=clock, limits=limits)  # noqa: E731
+        self.recovered: Recovered | None = None
+        self._journal = None
+        self._binding: JournalBinding | None = None
+        if durability is not None:
+            self._journal, self.recovered = open_journal(durability, new_storage, log_limit)
+            storage, rlog = self.recovered.storage, self.recovered.log
+            # Its Raft state says it was a member: what it acknowledged then is gone unless the
+            # journal kept it. Only `fsync = always` promises that (and only a journal that was
+            # there: a lost data-dir is a lost memory).
+            amnesiac = self.membership.restarted and not (durability.fsync == "always" and self.recovered.existed)
+        else:
+            storage, rlog = new_storage(), None
+            amnesiac = self.membership.restarted
         self.core = NodeCore(
-            self.name, config.cluster.names, settings, Storage(clock=clock, limits=limits),
-            lambda: Storage(clock=clock, limits=limits),
-            incarnation=random.SystemRandom().getrandbits(62),
-            # its Raft journal says it was a member: what it acknowledged then is gone
-            amnesiac=self.membership.restarted)
+            self.name, config.cluster.names, settings, storage, new_storage,
+            incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, log=rlog)
         self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame)
         self.forwarding = ForwardCounts()
         self.last_raft_stats: RaftStats | None = None
@@ -112,6 +128,9 @@ class ReplicatedStorage:
         ``serve_forwarded(payload, reply)`` answers requests other members forward here."""
         self._loop = asyncio.get_running_loop()
         self._serve_forwarded = serve_forwarded
+        if self._journal is not None and self._binding is None:
+            self._binding = JournalBinding(self._journal, self.config.durability, self._loop,
+                                           self._persisted, self._journal_failed)
         await self.stream.start()
         try:
             self._record(Record(self._now(), "started", {
@@ -139,6 +158,11 @@ class ReplicatedStorage:
         await self.stream.close()
         # destroy_synchronous joins pysyncobj's thread: keep the loop free meanwhile
         await asyncio.get_running_loop().run_in_executor(None, self.membership.stop)
+        if self._binding is not None:
+            # drains and syncs what was handed over; their durability reports find the loop
+            # still running and the core answering nobody (stopped below)
+            await asyncio.get_running_loop().run_in_executor(None, self._binding.close)
+            await asyncio.sleep(0)
         self._act(self.core.stopped(f"{self.name} stopped before the ack policy was met"))
         self._record(Record(self._now(), "stopped", {"was_active": was_active}))
         if self.history is not None:
@@ -235,6 +259,17 @@ class ReplicatedStorage:
     def _on_frame(self, sender: str, frame: Any) -> None:
         self._act(self.core.frame(sender, frame, self._now()))
 
+    def _persisted(self, token: int) -> None:
+        self._act(self.core.persisted(token, self._now()))
+
+    def _journal_failed(self, reason: str) -> None:
+        self._act(self.core.journal_failed(reason, self._now()))
+
+    def journal_stats(self) -> dict[str, Any] | None:
+        if self._binding is None:
+            return None
+        return journal_status(self._binding, self.recovered)
+
     def _flush(self) -> None:
         self._act(self.core.flush(self._now()))
 
@@ -295,6 +330,9 @@ class ReplicatedStorage:
                             self.name, a.sender, a.reason)
         elif t is Warn:
             self._rlog.warn(a.text, self._now(), "%s", a.text)
+        elif t is Persist or t is PersistReset or t is Snapshot:
+            if self._binding is not None:
+                self._binding.do(a)
 
     def _serve(self, a: ServeForwarded) -> None:
         if self._serve_forwarded is None:

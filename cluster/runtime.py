@@ -179,10 +179,11 @@ class MembershipNode:
         self._not_standing: str | None = None
         self._stopped = False
         self._journal = self._dump = None
-        if config.state_dir:
-            os.makedirs(config.state_dir, exist_ok=True)
-            self._journal = os.path.join(config.state_dir, "raft.journal")
-            self._dump = os.path.join(config.state_dir, "raft.dump")
+        state_dir = config.raft_state_dir
+        if state_dir:
+            os.makedirs(state_dir, exist_ok=True)
+            self._journal = os.path.join(state_dir, "raft.journal")
+            self._dump = os.path.join(state_dir, "raft.dump")
         # A journal already there: this node was a member before this process started.
         self.restarted = self._journal is not None and os.path.exists(self._journal)
 
@@ -210,7 +211,7 @@ class MembershipNode:
             useFork=False,                             # never fork a process that runs threads and zmq
         )
         if self._journal is None:
-            log.warning("%s: no [node] state-dir: Raft state is not durable, and a restarted member "
+            log.warning("%s: no [node] state-dir nor [storage] data-dir: Raft state is not durable, and a restarted member "
                         "cannot tell that it lost its messages (see cluster/runtime.py)", self.name)
         me = NamedNode(self.name, str(self.config.spec.raft_addr))
         others = [NamedNode(p.name, str(p.raft_addr)) for p in self.config.peers()]

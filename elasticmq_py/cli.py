@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Python's cycle collector: managed keeps its pauses short however much is "
                         "stored (elasticmq_py/gcpolicy.py); default leaves it as Python runs it "
                         "(default managed)")
+    s.add_argument("--data-dir", metavar="DIR",
+                   help="keep queues and messages on disk in DIR (a journal with snapshots), so that they "
+                        "survive a restart; the same as data-dir in [storage]. Default: in memory only")
+    s.add_argument("--fsync", choices=["always", "interval", "never"],
+                   help="with a data-dir: fsync every batch before answering (always, the default), every "
+                        "fsync-interval-ms (interval), or leave it to the OS (never)")
     loglevel.add_argument(s)
     s.add_argument("--print-port", action="store_true",
                    help="print the bound port on stdout once listening (for --port 0)")
@@ -124,6 +130,7 @@ def _secret_args(p: argparse.ArgumentParser) -> None:
 # -- serve --------------------------------------------------------------------------------------
 
 def _serve(args: argparse.Namespace) -> int:
+    from cluster.journaling import DataDirError
     from elasticmq_py.clustered import ClusterStartError
     from elasticmq_py.gcpolicy import GcPolicy
     from elasticmq_py.server import Server
@@ -136,6 +143,7 @@ def _serve(args: argparse.Namespace) -> int:
         base = Config.from_toml(args.config) if args.config else Config()
         config = base.with_overrides(host=args.host, port=args.port, account_id=args.account_id,
                                      region=args.region, limits=args.limits, gc=args.gc)
+        config = _with_storage(config, args.data_dir, args.fsync)
     except (ConfigError, ValueError) as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 2
@@ -159,13 +167,31 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 2
-    except ClusterStartError as e:
+    except (ClusterStartError, DataDirError) as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"elasticmq-py: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _with_storage(config: Config, data_dir: str | None, fsync: str | None) -> Config:
+    """--data-dir / --fsync over [storage] (a cluster member's too)."""
+    from dataclasses import replace
+
+    from cluster.config import Durability
+    if data_dir is None and fsync is None:
+        return config
+    current = config.durability
+    if data_dir is None and current is None:
+        raise ConfigError("--fsync needs a data-dir (--data-dir, or data-dir in [storage])")
+    durability = Durability(data_dir or current.data_dir, fsync or (current.fsync if current else "always"),
+                            *((current.fsync_interval_ms, current.snapshot_min_mb) if current else ()))
+    config = replace(config, durability=durability)
+    if config.cluster is not None:
+        config = replace(config, cluster=replace(config.cluster, durability=durability))
+    return config
 
 
 # -- operator commands ----------------------------------------------------------------------------

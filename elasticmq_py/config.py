@@ -25,6 +25,14 @@ The file (all keys optional)::
     region = "eu-west-1"         # defaults to the server's region and account
     attributes = { ContentBasedDeduplication = true }
 
+    # Optional: keep queues and messages on disk (the journal, cluster/journal/), so that they
+    # survive a restart. Without it everything is in memory.
+    [storage]
+    data-dir = "data"            # the journal and snapshots; a cluster member's Raft state too
+    fsync = "always"             # always (default) | interval | never: see cluster/config.py
+    fsync-interval-ms = 100      # with fsync = "interval"
+    snapshot-min-mb = 64         # compaction: snapshot once the journal grew this much (or more)
+
     # Optional: run as a member of a cluster. Without this section the server is a single node.
     # The keys are cluster/config.py's (the same types are used, nothing is re-declared here).
     [cluster]
@@ -79,7 +87,7 @@ from storage.commands import DEFAULT_ACCOUNT, DEFAULT_REGION
 from storage.limits import Limits, by_name
 
 from cluster.config import ConfigError as ClusterConfigError
-from cluster.config import NodeConfig
+from cluster.config import Durability, NodeConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9324  # ElasticMQ's
@@ -123,6 +131,9 @@ class Config:
     # networks. They also need the cluster secret in the X-Cluster-Secret header.
     admin_from: tuple[str, ...] = ("127.0.0.1/32", "::1/128")
     gc: str = "managed"
+    # [storage]: a data-dir makes queues and messages survive a restart (the journal); without
+    # one everything is in memory, as for the embedded Server by default.
+    durability: Durability | None = None
 
     def __post_init__(self) -> None:
         by_name(self.limits)  # raises on an unknown profile
@@ -158,7 +169,7 @@ class Config:
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], source: str = "config") -> "Config":
         top = _Keys(doc, source)
-        top.seen.add("cluster")  # parsed below, by cluster/config.py
+        top.seen.update({"cluster", "storage"})  # parsed below, by cluster/config.py
         queues = []
         for name, q in (top.table("queues") or {}).items():
             queues.append(_queue_spec(name, q, f"{source}: queues.{name}"))
@@ -174,12 +185,18 @@ class Config:
             queues=tuple(_creation_order(queues)),
         )
         top.done()
+        base_dir = Path(source).parent if source != "config" else None
+        storage_doc = doc.get("storage")
+        if storage_doc is not None:
+            try:
+                cfg = replace(cfg, durability=Durability.from_dict(storage_doc, base_dir))
+            except ClusterConfigError as e:
+                raise ConfigError(f"{source}: {e}") from None
         cluster_doc = doc.get("cluster")
         if cluster_doc is not None:
-            base_dir = Path(source).parent if source != "config" else None
             node, admin_from = _cluster_section(cluster_doc, cfg.node_name if "node-name" in doc else None,
                                                 f"{source}: cluster", base_dir)
-            cfg = replace(cfg, cluster=node, node_name=node.self_name,
+            cfg = replace(cfg, cluster=replace(node, durability=cfg.durability), node_name=node.self_name,
                           admin_from=admin_from if admin_from is not None else cfg.admin_from)
         return cfg
 
@@ -328,6 +345,8 @@ def server_toml(node: NodeConfig, *, host: str, port: int, limits: str | None = 
     top: dict[str, Any] = {"host": host, "port": port}
     if limits is not None:
         top["limits"] = limits
+    if "storage" in d:
+        top["storage"] = d["storage"]
     top["cluster"] = cluster
     return "\n".join(_toml_lines(top, [])) + "\n"
 

@@ -10,8 +10,10 @@ we checked could be taken by some outgoing connection before the node binds it. 
 picks free ports for everything (from below 32768 too, for the same reason).
 
 DIR holds the node configurations, a random cluster secret (``secret``), each node's history
-(``nK.history.jsonl``) and log (``nK.log``); without --dir a new temporary directory is made and
-kept, so the histories can be analysed afterwards.
+(``nK.history.jsonl``), log (``nK.log``) and data-dir (``nK.data``: its journal of queues and
+messages, and Raft's state; ``--in-memory`` keeps messages in memory and Raft's state in
+``nK.state``); without --dir a new temporary directory is made and kept, so the histories can be
+analysed afterwards. Started again on the same --dir, the nodes recover what they stored.
 
 Once every node answers GET /cluster and they agree on a master, the command prints (a format the
 tests parse, keep it stable)::
@@ -22,6 +24,7 @@ tests parse, keep it stable)::
       n3  http://127.0.0.1:9326  pid 4244  follower
     master     n1  http://127.0.0.1:9324
     directory  /tmp/elasticmq-py-local-...
+    data       /tmp/elasticmq-py-local-.../nK.data per node (fsync always)
     status     elasticmq-py status --endpoint http://127.0.0.1:9324
     dashboard  http://127.0.0.1:9324/ui   (every node serves one at /ui)
     ready: Ctrl-C stops the cluster
@@ -52,7 +55,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.config import Address, ClusterConfig, NodeConfig, NodeSpec, Replication
+from cluster.config import FSYNC_POLICIES, Address, ClusterConfig, Durability, NodeConfig, NodeSpec, Replication
 from cluster.status import NodeStatus
 
 from elasticmq_py import loglevel
@@ -129,17 +132,24 @@ def plan_ports(nodes: int, base: int) -> list[NodePlan]:
 
 # -- configuration files ------------------------------------------------------------------------
 
-def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, secret: str) -> str:
+def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, secret: str,
+              fsync: str | None = "always") -> str:
     """The `serve --config` file of node ``me``; relative paths resolve against its directory,
-    and the secret is read from the file ``secret`` there."""
+    and the secret is read from the file ``secret`` there. ``fsync`` None: in memory only (Raft's
+    state still survives a restart, in nK.state); otherwise each node keeps a data-dir nK.data."""
     nodes = tuple(NodeSpec(n.name, Address(HOST, n.raft), Address(HOST, n.stream), Address(HOST, n.http))
                   for n in plan)
     cluster = ClusterConfig("local", secret, nodes, replication=Replication(policy=policy, forward=forward))
-    node = NodeConfig(me.name, cluster, history_path=f"{me.name}.history.jsonl", state_dir=f"{me.name}.state")
+    if fsync is None:
+        node = NodeConfig(me.name, cluster, history_path=f"{me.name}.history.jsonl", state_dir=f"{me.name}.state")
+    else:
+        node = NodeConfig(me.name, cluster, history_path=f"{me.name}.history.jsonl",
+                          durability=Durability(f"{me.name}.data", fsync))
     return server_toml(node, host=HOST, port=me.http, secret_file="secret")
 
 
-def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: bool) -> dict[str, Path]:
+def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: bool,
+                  fsync: str | None = "always") -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(32)
     fd = os.open(directory / "secret", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -148,7 +158,7 @@ def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: b
     paths = {}
     for me in plan:
         path = directory / f"{me.name}.toml"
-        path.write_text(node_toml(plan, me, policy, forward, secret))
+        path.write_text(node_toml(plan, me, policy, forward, secret, fsync))
         paths[me.name] = path
     return paths
 
@@ -182,8 +192,9 @@ def _get_status(url: str, timeout: float = 1.0) -> NodeStatus | None:
 
 class LocalCluster:
     def __init__(self, directory: Path, plan: list[NodePlan], policy: str = "majority", forward: bool = True,
-                 log_level: str = "INFO"):
+                 log_level: str = "INFO", fsync: str | None = "always"):
         self.directory, self.plan, self.policy, self.forward = directory, plan, policy, forward
+        self.fsync = fsync
         self.log_level = log_level
         self.procs: dict[str, subprocess.Popen] = {}
         self.configs: dict[str, Path] = {}
@@ -192,7 +203,7 @@ class LocalCluster:
         return self.directory / f"{name}.log"
 
     def start(self) -> None:
-        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward)
+        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward, self.fsync)
         linux = sys.platform.startswith("linux")
         for n in self.plan:
             with open(self.log_path(n.name), "wb") as log:
@@ -261,6 +272,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--dir", metavar="DIR",
                    help="where configs, the secret, histories and logs go (default: a new temporary "
                         "directory, kept)")
+    p.add_argument("--fsync", choices=FSYNC_POLICIES, default="always",
+                   help="each node keeps its queues and messages in DIR/nK.data (a journal); fsync every "
+                        "batch before acking (always, the default), every 100 ms (interval), or never")
+    p.add_argument("--in-memory", action="store_true",
+                   help="no data-dirs: queues and messages live in memory only and a restart of every "
+                        "node loses them (Raft's state still goes to DIR/nK.state)")
     p.add_argument("--start-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the nodes to agree on a master (default 30)")
     p.add_argument("--stop-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -293,7 +310,8 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
-    cluster = LocalCluster(directory, plan, args.policy, args.forward, args.log_level)
+    fsync = None if args.in_memory else args.fsync
+    cluster = LocalCluster(directory, plan, args.policy, args.forward, args.log_level, fsync)
     try:
         print(f"elasticmq-py local-cluster: starting {len(plan)} nodes in {directory}", flush=True)
         try:
@@ -331,6 +349,8 @@ def run(args: argparse.Namespace) -> int:
                          f"{_role(n.name, master, statuses[n.name], args.forward)}")
         lines += [f"master     {master}  {by_name[master].url}",
                   f"directory  {directory}",
+                  f"data       {directory}/nK.data per node (fsync {fsync})" if fsync is not None
+                  else "data       in memory only (--in-memory): a restart of every node loses it",
                   f"status     elasticmq-py status --endpoint {by_name[master].url}",
                   f"dashboard  {by_name[master].url}/ui   (every node serves one at /ui)",
                   "ready: Ctrl-C stops the cluster"]

@@ -68,6 +68,9 @@ class Server:
             # so that a bad queue definition fails at start-up on every member.
             self._check_queues(queues)
             backend = ClusterBackend(cfg.cluster, SystemClock(), cfg.limits_profile, on_master=queues)
+        elif backend is None and cfg.durability is not None:
+            from elasticmq_py.durable import DurableBackend
+            backend = DurableBackend(SystemClock(), cfg.durability, cfg.limits_profile, node_name=cfg.node_name)
         elif backend is None:
             backend = LocalBackend(SystemClock(), cfg.limits_profile, node_name=cfg.node_name)
         if isinstance(backend, ClusterBackend):

@@ -168,9 +168,9 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_node_dying_at_start_up_fails_the_command_with_its_log(tmp_path):
-    # A file where each node's state-dir should be: every node exits at start, binding nothing.
+    # A file where each node's data-dir should be: every node exits at start, binding nothing.
     for n in ("n1", "n2", "n3"):
-        (tmp_path / f"{n}.state").write_text("not a directory\n")
+        (tmp_path / f"{n}.data").write_text("not a directory\n")
     p = subprocess.run([sys.executable, "-m", "elasticmq_py", "local-cluster", "--http-port", "0",
                         "--dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
