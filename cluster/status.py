@@ -140,6 +140,45 @@ class ReplicationStatus:
 
 
 @dataclass(frozen=True)
+class SnapshotInfo:
+    at_seq: int
+    end_seq: int
+    bytes: int
+    duration_s: float
+    finished_at: float            # wall-clock time
+
+
+@dataclass(frozen=True)
+class RecoveryInfo:
+    seconds: float
+    messages: int
+    entries: int                  # journal entries replayed after the snapshot
+    snapshot_seq: int | None
+    truncated: str | None         # a torn tail dropped at start
+
+
+@dataclass(frozen=True)
+class JournalInfo:
+    """A node's data-dir (cluster/journaling.py): None in memory."""
+
+    data_dir: str
+    fsync: str
+    bytes: int
+    segments: int
+    last_seq: int
+    durable_seq: int
+    fsyncs: int
+    fsyncs_per_s: float
+    fsync_ms_last: float | None
+    fsync_ms_avg: float | None
+    entries_per_fsync: float | None
+    queue_depth: int
+    last_snapshot: SnapshotInfo | None = None
+    recovery: RecoveryInfo | None = None
+    error: str | None = None      # the journal failed: the node stores nothing until restarted
+
+
+@dataclass(frozen=True)
 class NodeStatus:
     node: str
     role: str | None = None
@@ -160,6 +199,7 @@ class NodeStatus:
     peers: dict[str, RaftLink] = field(default_factory=dict)
     raft: RaftInfo | None = None
     replication: ReplicationStatus = field(default_factory=ReplicationStatus)
+    journal: JournalInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -249,7 +289,12 @@ def node_status(node: "ReplicatedStorage", digest: bool = False) -> NodeStatus:
         raft=RaftInfo(stats.commit_index, stats.last_applied, stats.auth_failures, stats.refused_connections,
                       stats.votes_dropped, stats.pre_votes_granted, stats.pre_votes_refused, stats.not_standing)
         if stats is not None else RaftInfo(),
-        replication=_replication(node, now, now_ms, digest))
+        replication=_replication(node, now, now_ms, digest),
+        journal=journal_info(node.journal_stats()))
+
+
+def journal_info(stats: dict[str, Any] | None) -> JournalInfo | None:
+    return _typed(JournalInfo, stats) if stats is not None else None
 
 
 def _replication(node: "ReplicatedStorage", now: float, now_ms: int, digest: bool) -> ReplicationStatus:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from storage.commands import Command
@@ -21,6 +22,7 @@ from cluster.config import Durability
 from cluster.journaling import JournalBinding, journal_status, open_journal
 from cluster.node_core import Answer, FlushDue, Persist, Warn
 from cluster.standalone import StandaloneCore
+from cluster.status import NodeStatus, journal_info
 
 from elasticmq_py.backend import Done, LocalBackend, ServeForwarded, cancel_and_wait
 from storage import Storage
@@ -55,6 +57,9 @@ class DurableBackend(LocalBackend):
         if self._binding is None:
             return None
         return journal_status(self._binding, self.recovered)
+
+    def status(self, digest: bool = False) -> NodeStatus:
+        return replace(super().status(digest), journal=journal_info(self.journal_stats()))
 
     async def start(self, serve_forwarded: ServeForwarded | None = None) -> None:
         self._loop = asyncio.get_running_loop()

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cluster.config import Address, ClusterConfig, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
+from cluster.config import Address, ClusterConfig, Durability, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
 from cluster.history import read_history
 from elasticmq_py.config import server_toml
 from elasticmq_py.testing.linkproxy import LinkProxy, ProxyLoop
@@ -291,6 +291,9 @@ class Cluster:
     replication_config: dict[str, Any] = field(default_factory=dict)   # [cluster.replication] keys
     limits: str = "strict"
     cluster_for: dict[str, list[str]] = field(default_factory=dict)  # per-node member list (join test)
+    # A data-dir per node (tmp/NAME.data) with this fsync policy; None: in memory, Raft's state
+    # in tmp/NAME.state
+    fsync: str | None = None
     procs: dict[str, Proc] = field(default_factory=dict)
     kills: dict[str, list[float]] = field(default_factory=dict)  # wall times each node was killed
     proxies: dict[tuple[str, str], Any] = field(default_factory=dict)   # DirectedLink or ToxiLink
@@ -366,6 +369,9 @@ class Cluster:
                                 tuple(s for s in cluster.nodes if s.name in members),
                                 {k: v for k, v in cluster.links.items() if set(k) <= members}, cluster.timing,
                                 Replication.from_dict(self.replication_config))
+        if self.fsync is not None:
+            return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"),
+                              durability=Durability(str(self.tmp / f"{name}.data"), self.fsync))
         return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"),
                           state_dir=str(self.tmp / f"{name}.state"))
 
