@@ -320,6 +320,7 @@ class _Reader:
                 raise self.stop(name, rec.offset, f"entry seq {entry.seq}, expected {expected}", repair=self.drop_from(
                     Cut(name, rec.offset, len(data) - rec.offset, False), later, expected))
             expected += 1
+            self.last_seq = max(self.last_seq, entry.seq)     # progressive: a report of damage shows how far it read
             if entry.seq > at_seq:
                 self.entries.append(entry)
                 self.last_epoch = entry.written_epoch
