@@ -1,0 +1,23 @@
+"""A node's durable journal: the mutation batches it applied, in files, with snapshots.
+
+``format`` turns bytes into records (sans-I/O), ``disk`` is the directory (``Disk``, ``OsDisk``),
+``recovery`` reads a directory back, ``journal`` appends, syncs, snapshots and compacts
+(synchronous), ``writer`` runs a journal on its own thread with group commit, and ``tools`` are
+the operator's ``check`` and ``truncate``. DESIGN.md, "Durability (the journal)", says why.
+"""
+
+from cluster.journal.disk import Disk, JournalIOError, JournalLocked, OsDisk
+from cluster.journal.format import FormatError, JournalEntry, UnsupportedVersion
+from cluster.journal.journal import (
+    DEFAULT_SEGMENT_BYTES, Journal, JournalFailed, JournalStats, SnapshotAborted, SnapshotStats, SnapshotWriter,
+)
+from cluster.journal.recovery import JournalDamaged, Recovery, SnapshotPosition, UnsupportedJournal, recover
+from cluster.journal.tools import Report, check, truncate
+from cluster.journal.writer import JournalWriter, PendingSnapshot, WriterStats, WriterStopped
+
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES", "Disk", "FormatError", "Journal", "JournalDamaged", "JournalEntry", "JournalFailed",
+    "JournalIOError", "JournalLocked", "JournalStats", "JournalWriter", "OsDisk", "PendingSnapshot", "Recovery",
+    "Report", "SnapshotAborted", "SnapshotPosition", "SnapshotStats", "SnapshotWriter", "UnsupportedJournal",
+    "UnsupportedVersion", "WriterStats", "WriterStopped", "check", "recover", "truncate",
+]

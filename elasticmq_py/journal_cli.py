@@ -1,0 +1,169 @@
+"""``elasticmq-py journal check DIR`` and ``elasticmq-py journal truncate DIR [--yes]``.
+
+DIR is a journal directory, or a node's data-dir holding one in ``journal/``. Both commands take
+the journal's lock, so they refuse while a node runs on it. Exit status: 0 the journal is sound
+(a torn tail, which opening the journal cuts, counts as sound), 1 damage found (and, for
+truncate, left), 2 the command could not run (usage, no such directory, the journal in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, TextIO
+
+from cluster.journal.disk import JournalIOError, JournalLocked
+from cluster.journal.tools import Report, check, truncate
+
+EXIT_OK = 0
+EXIT_DAMAGED = 1
+EXIT_USAGE = 2
+
+
+def add_journal_commands(sub: argparse._SubParsersAction) -> None:
+    j = sub.add_parser("journal", help="check or repair a node's journal (stop the node first)",
+                       description="Look at a node's journal of mutation batches and snapshots, or drop "
+                                   "a damaged part of it. DIR is the journal directory or the node's "
+                                   "data-dir. Exit status 0: sound; 1: damage found; 2: could not run.")
+    js = j.add_subparsers(dest="journal_command", metavar="SUBCOMMAND")
+    c = js.add_parser("check", help="report the journal's files, entries, snapshot and first problem",
+                      description="Report the journal's files, histories, entries, snapshot position and "
+                                  "the first problem (file and offset). Changes nothing.")
+    c.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
+    t = js.add_parser("truncate", help="drop everything from the first damage on",
+                      description="Drop everything from the first damage on: cut the damaged segment at the "
+                                  "damage and remove the later segments (everything, when the damage leaves "
+                                  "the snapshot without the entries it needs); a torn tail is cut too. The "
+                                  "node fetches what it lacks from its peers when it starts. Without --yes, "
+                                  "shows what it would drop and asks (on a terminal).")
+    t.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
+    t.add_argument("--yes", action="store_true", help="drop without asking")
+
+
+def journal_dir(path: str) -> str:
+    """``path`` itself, or its ``journal/`` when ``path`` is a data-dir."""
+    inner = os.path.join(path, "journal")
+    if os.path.isdir(inner) and not any(n.endswith((".seg", ".snap")) for n in _listdir(path)):
+        return inner
+    return path
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None,
+        ask: Callable[[str], str] | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    command = getattr(args, "journal_command", None)
+    if command not in ("check", "truncate"):
+        print("elasticmq-py journal: give a subcommand: check DIR, or truncate DIR [--yes]", file=err)
+        return EXIT_USAGE
+    path = journal_dir(args.dir)
+    try:
+        if command == "check":
+            report = check(path)
+            _print(report, out)
+            return EXIT_DAMAGED if report.damaged else EXIT_OK
+        return _truncate(path, args.yes, out, err, ask)
+    except JournalLocked as e:
+        print(f"elasticmq-py journal: {e}", file=err)
+        return EXIT_USAGE
+    except (JournalIOError, OSError) as e:
+        print(f"elasticmq-py journal: {e}", file=err)
+        return EXIT_USAGE
+
+
+def _truncate(path: str, yes: bool, out: TextIO, err: TextIO, ask: Callable[[str], str] | None) -> int:
+    plan = truncate(path, apply=False)
+    if plan.dropped is None:
+        _print(plan, out)
+        print("nothing to truncate", file=out)
+        return EXIT_DAMAGED if plan.damaged else EXIT_OK
+    if not yes:
+        _print(plan, out)
+        if ask is None and not sys.stdin.isatty():
+            print("elasticmq-py journal: nothing changed; run again with --yes to drop it", file=err)
+            return EXIT_USAGE
+        answer = (ask or input)("drop it? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing changed", file=out)
+            return EXIT_USAGE
+    report = truncate(path)
+    _print(report, out)
+    return EXIT_DAMAGED if report.damaged else EXIT_OK
+
+
+def format_report(r: Report) -> list[str]:
+    lines = [f"journal {r.path}"]
+    lines.append(f"  files: {len(r.files)} ({_bytes(r.bytes)})")
+    for f in r.files:
+        extra = "" if f.history is None else f", history {f.history}" + ("" if f.seq is None else f", seq {f.seq}")
+        lines.append(f"    {f.name}  {f.kind}, {_bytes(f.size)}{extra}")
+    lines.append(f"  histories: {', '.join(map(str, r.histories)) or 'none'} (current {r.history})")
+    if r.snapshot is None:
+        lines.append("  snapshot: none")
+    else:
+        s = r.snapshot
+        lines.append(f"  snapshot: #{s.counter}, history {s.history}, at seq {s.at_seq} epoch {s.at_epoch}, "
+                     f"needs entries up to {s.end_seq}")
+    first = "-" if r.first_seq is None else r.first_seq
+    if r.damaged:
+        lines.append(f"  entries: {r.entries} readable before the problem (seq {first}..{r.last_seq})")
+    else:
+        lines.append(f"  entries: {r.entries} to replay; on disk seq {first}..{r.last_seq}")
+    if r.problem is None:
+        lines.append("  problem: none")
+    else:
+        p = r.problem
+        lines.append(f"  problem ({p.kind}): {p.file} at offset {p.offset}: {p.why}")
+    d = r.dropped
+    if d is not None:
+        verb = "dropped" if d.applied else "would drop"
+        seqs = ""
+        if d.from_seq is not None:
+            seqs = f" (entries from seq {d.from_seq}" + ("" if d.to_seq is None else f" to {d.to_seq}") + ")"
+        lines.append(f"  {verb}: {d.what}{seqs}, {_bytes(d.bytes)}")
+        if d.everything:
+            lines.append("  the journal is empty now: the node fetches everything from its peers" if d.applied
+                         else "  the journal would be emptied: the node would fetch everything from its peers")
+    return lines
+
+
+def _print(r: Report, out: TextIO) -> None:
+    print("\n".join(format_report(r)), file=out)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024   # type: ignore[assignment]
+    return f"{n} B"
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"journal": run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The journal commands alone, as ``elasticmq-py`` would parse them."""
+    parser = argparse.ArgumentParser(prog="elasticmq-py")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_journal_commands(sub)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code else EXIT_OK
+    if args.command != "journal":
+        parser.print_help()
+        return EXIT_USAGE
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
