@@ -362,6 +362,7 @@ class Journal:
     # -- the rest --
 
     def stats(self) -> JournalStats:
+        """Safe to call from another thread than the one writing (plain reads of counters)."""
         return JournalStats(self._history, self._last_seq, self._durable_seq, self._bytes,
                             len(self._segments), self._fsyncs, self._fsync_total_s, self._fsync_last_s,
                             self._last_snapshot)

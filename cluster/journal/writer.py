@@ -201,7 +201,7 @@ class JournalWriter:
         now = time.monotonic()
         with self._cond:
             depth = len(self._queue)
-        recent = [t for t in list(self._fsync_times) if now - t <= _RATE_WINDOW_S]
+            recent = [t for t in self._fsync_times if now - t <= _RATE_WINDOW_S]
         n = self._fsyncs
         return WriterStats(
             self._policy, n, len(recent) / _RATE_WINDOW_S,
@@ -303,9 +303,10 @@ class JournalWriter:
         self._fsync_total_s += now - started
         self._fsync_entries += self._entries_since_sync
         self._entries_since_sync = 0
-        self._fsync_times.append(now)
-        while self._fsync_times and now - self._fsync_times[0] > _RATE_WINDOW_S:
-            self._fsync_times.popleft()
+        with self._cond:    # stats() reads the deque from other threads
+            self._fsync_times.append(now)
+            while self._fsync_times and now - self._fsync_times[0] > _RATE_WINDOW_S:
+                self._fsync_times.popleft()
         if self._written is not None:
             self._report(self._written)
 
