@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-from cluster.status import NodeStatus, ReplicationStatus, TransferInfo
+from cluster.status import JournalInfo, NodeStatus, ReplicationStatus, TransferInfo
 
 from elasticmq_py import localcluster, loglevel
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
@@ -329,7 +329,36 @@ def format_status(st: NodeStatus, now: float | None = None) -> str:
         lines += _format_replication(st.replication, now)
     else:
         lines.append("replication disabled")
+    lines.append("")
+    lines += _format_journal(st.journal, now)
     return "\n".join(lines)
+
+
+def _format_journal(j: JournalInfo | None, now: float | None = None) -> list[str]:
+    """The data-dir's journal: what survives a restart of this node."""
+    if j is None:
+        return ["journal        none: in memory only (no data-dir)"]
+    lines = ["journal        " + _fields(
+        ("data-dir", j.data_dir), ("fsync", j.fsync), ("size", _bytes(j.bytes)), ("segments", j.segments),
+        ("durable seq", j.durable_seq))]
+    lines.append(" " * 15 + _fields(
+        ("fsyncs", j.fsyncs), ("per s", j.fsyncs_per_s), ("last", _ms(j.fsync_ms_last)),
+        ("avg", _ms(j.fsync_ms_avg)), ("entries per fsync", j.entries_per_fsync), ("queued", j.queue_depth)))
+    if j.error:
+        lines.append(" " * 15 + f"FAILED: {j.error} (the node stores nothing until restarted)")
+    s = j.last_snapshot
+    if s is None:
+        lines.append("last snapshot  none")
+    else:
+        ago = (time.time() if now is None else now) - s.finished_at
+        lines.append(f"last snapshot  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(s.finished_at))} "
+                     f"({ago:.0f}s ago): {_bytes(s.bytes)} in {s.duration_s:.2f}s, seq {s.at_seq}..{s.end_seq}")
+    r = j.recovery
+    if r is not None:
+        lines.append(f"recovered      {r.messages} messages in {r.seconds:.2f}s (snapshot at seq "
+                     f"{_v(r.snapshot_seq)}, {r.entries} entries replayed)"
+                     + (f"; torn tail dropped: {r.truncated}" if r.truncated else ""))
+    return lines
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

@@ -29,6 +29,7 @@ from storage.limits import STRICT, Limits
 
 from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
+from cluster.journaling import DataDirError
 from cluster.history import HistoryWriter
 from cluster.node_core import Route
 from cluster.replicated import ForwardError as StreamForwardError
@@ -53,7 +54,8 @@ class ClusterStartError(RuntimeError):
     """The cluster member could not start (its Raft or stream address is taken, for instance)."""
 
 
-def _client_error(err: BaseException) -> BaseException:
+def client_error(err: BaseException) -> BaseException:
+    """A core's error as the SQS error its client gets."""
     if isinstance(err, NotServing):
         return SERVICE_UNAVAILABLE(f"{err} The request was not executed; retry.")
     if isinstance(err, Throttled):
@@ -80,7 +82,7 @@ class ClusterBackend:
             self.replicated = ReplicatedStorage(node_config, clock, limits, history=self._history,
                                                 on_serving=self._on_serving, on_storage=self._on_storage,
                                                 on_changed=self._wake)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, DataDirError) as e:
             raise ClusterStartError(f"node {self.name}: cannot start the cluster member: {e}") from None
 
     # -- the Backend interface ---------------------------------------------------------------
@@ -93,12 +95,12 @@ class ClusterBackend:
             started = time.time()
 
             def finish(result: Any, err: BaseException | None) -> None:
-                err = None if err is None else _client_error(err)
+                err = None if err is None else client_error(err)
                 self._record_op(command, started, err)
                 done(result, err)
         else:
             def finish(result: Any, err: BaseException | None) -> None:
-                done(result, None if err is None else _client_error(err))
+                done(result, None if err is None else client_error(err))
         self.replicated.execute(command, finish)
 
     def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None]) -> None:
@@ -128,6 +130,9 @@ class ClusterBackend:
 
     def status(self, digest: bool = False) -> NodeStatus:
         return self.replicated.status(digest=digest)
+
+    def journal_stats(self) -> dict | None:
+        return self.replicated.journal_stats()
 
     def health(self, role: Role) -> Health:
         r = self.replicated

@@ -25,6 +25,7 @@ from cluster.standalone import StandaloneCore
 from cluster.status import NodeStatus, journal_info
 
 from elasticmq_py.backend import Done, LocalBackend, ServeForwarded, cancel_and_wait
+from elasticmq_py.clustered import client_error
 from storage import Storage
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,11 @@ class DurableBackend(LocalBackend):
 
     def execute(self, command: Command, done: Done) -> None:
         self._act(self.core.execute(done, command, self.clock.now_ms()))
+
+    @staticmethod
+    def _answer(a: Answer) -> None:
+        # "not stored" and "journal failed" are the retryable 503 a cluster member answers
+        a.token(a.result, None if a.error is None else client_error(a.error))
 
     def execute_now(self, command: Command) -> Any:
         raise RuntimeError("a journaled node answers once its journal holds the change: use execute")
@@ -85,7 +91,7 @@ class DurableBackend(LocalBackend):
             t = type(a)
             try:
                 if t is Answer:
-                    a.token(a.result, a.error)
+                    self._answer(a)
                     if a.changed and a.error is None and self.waiters:
                         # as a cluster member does: which queue changed is not worth tracking
                         # here; a spurious wake-up costs the waiter one more receive

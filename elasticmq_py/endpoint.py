@@ -60,8 +60,10 @@ class Endpoint:
         self.admin = admin
         self.model = sqs_model()
         self._json = json_proto.JsonReader(self.model)
+        journaled = getattr(backend, "journal_stats", None) is not None
         self.metrics = metrics_mod.Metrics(backend.queue_stats, backend.waiting_receives,
-                                           cluster=backend.status if admin is not None else None)
+                                           cluster=backend.status if admin is not None else None,
+                                           journal=(lambda: backend.status().journal) if journaled else None)
         # (credential scope, Host) or (None, region, Host) -> what requests from there are
         # interpreted against (see _context)
         self._contexts: dict[tuple, RequestContext] = {}

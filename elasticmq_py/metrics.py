@@ -11,7 +11,7 @@ from prometheus_client import metrics as _prom_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from cluster.status import NodeStatus
+from cluster.status import JournalInfo, NodeStatus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -179,6 +179,49 @@ class _ReplicationCollector:
                     yield g
 
 
+class _JournalCollector:
+    """The data-dir's journal (cluster/journaling.py): nothing while the node is in memory."""
+
+    def __init__(self, journal: Callable[[], JournalInfo | None]):
+        self._journal = journal
+
+    def collect(self):
+        j = self._journal()
+        if j is None:
+            return
+
+        def gauge(name: str, doc: str, value, scale: float = 1.0):
+            if value is None:
+                return None
+            return GaugeMetricFamily(f"elasticmq_journal_{name}", doc, value=float(value) * scale)
+
+        snap, rec = j.last_snapshot, j.recovery
+        fsyncs = CounterMetricFamily("elasticmq_journal_fsyncs", "fsyncs of the journal (group commits)")
+        fsyncs.add_metric([], float(j.fsyncs))
+        yield fsyncs
+        gauges = [
+            gauge("bytes", "Size of the journal's segments and snapshots on disk", j.bytes),
+            gauge("segments", "Journal segment files", j.segments),
+            gauge("durable_seq", "Last log position the journal holds as durably as its policy says", j.durable_seq),
+            gauge("fsyncs_per_second", "fsyncs per second over the last few seconds", j.fsyncs_per_s),
+            gauge("fsync_seconds_last", "Duration of the last fsync", j.fsync_ms_last, 0.001),
+            gauge("fsync_seconds_avg", "Mean duration of an fsync since start", j.fsync_ms_avg, 0.001),
+            gauge("entries_per_fsync", "Journal entries (batches) each fsync carried, on average",
+                  j.entries_per_fsync),
+            gauge("queue_depth", "Writes handed to the journal writer and not yet written", j.queue_depth),
+            gauge("failed", "1 once the journal failed (a full disk, an I/O error): the node stores nothing "
+                            "until restarted", 1 if j.error else 0),
+            gauge("last_snapshot_bytes", "Size of the last compaction snapshot", snap and snap.bytes),
+            gauge("last_snapshot_duration_seconds", "How long the last compaction snapshot took to write",
+                  snap and snap.duration_s),
+            gauge("last_snapshot_timestamp_seconds", "Unix time the last compaction snapshot finished",
+                  snap and snap.finished_at),
+            gauge("recovery_seconds", "How long recovery from the journal took at start", rec and rec.seconds),
+            gauge("recovered_messages", "Messages recovered from the journal at start", rec and rec.messages),
+        ]
+        yield from (g for g in gauges if g is not None)
+
+
 class _Latency:
     """One action's latency histogram, as plain numbers."""
 
@@ -220,7 +263,8 @@ class _RequestCollector:
 
 class Metrics:
     def __init__(self, stats: Callable[[], dict], waiting: Callable[[], int],
-                 cluster: Callable[[], NodeStatus] | None = None):
+                 cluster: Callable[[], NodeStatus] | None = None,
+                 journal: Callable[[], JournalInfo | None] | None = None):
         self.registry = CollectorRegistry(auto_describe=False)
         # Per-request work is a few dict lookups and increments; the Prometheus families are
         # built only when /metrics is scraped. Insertion order = the order of first observation,
@@ -235,6 +279,8 @@ class Metrics:
         if cluster is not None:
             self.registry.register(_ClusterCollector(cluster))
             self.registry.register(_ReplicationCollector(cluster))
+        if journal is not None:
+            self.registry.register(_JournalCollector(journal))
 
     def observe(self, action: str, outcome: str, seconds: float, code: str | None = None) -> None:
         c = self._requests.get((action, outcome))

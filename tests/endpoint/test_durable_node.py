@@ -1,0 +1,167 @@
+"""`serve --data-dir`: a single node whose queues and messages survive a restart
+(elasticmq_py/durable.py), as real processes and a boto3 client.
+
+Kill -9 and restart keeps every acknowledged change; a second process on the same data-dir is
+refused; a data-dir that cannot be used is a clear error at start; a full disk answers a
+retryable 503 and keeps what was acknowledged before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
+
+ROOT = Path(__file__).parents[2]
+
+
+class Node:
+    def __init__(self, data_dir: Path, *extra: str, preexec=None):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "elasticmq_py", "serve", "--port", "0", "--print-port", "--log-level", "INFO",
+             "--data-dir", str(data_dir), *extra],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the node did not start: {self.proc.stderr.read()}")
+        self.url = f"http://127.0.0.1:{int(line)}"
+        self.sqs = boto3.client("sqs", endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="x",
+                                aws_secret_access_key="x", config=BotoConfig(retries={"total_max_attempts": 1}))
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=5) as r:
+            return r.read()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+def _bodies(sqs, url: str) -> list[str]:
+    got = []
+    while True:
+        msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30).get("Messages", [])
+        if not msgs:
+            return got
+        got += [m["Body"] for m in msgs]
+
+
+def test_kill_9_and_restart_keeps_every_acknowledged_change(tmp_path):
+    data = tmp_path / "data"
+    n = Node(data)
+    try:
+        url = n.sqs.create_queue(QueueName="jobs", Attributes={"VisibilityTimeout": "60"})["QueueUrl"]
+        fifo = n.sqs.create_queue(QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        n.sqs.tag_queue(QueueUrl=url, Tags={"team": "payments"})
+        for i in range(40):
+            n.sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
+            n.sqs.send_message(QueueUrl=fifo, MessageBody=f"f{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}")
+        got = n.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        for m in got[:5]:
+            n.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        deleted = {m["Body"] for m in got[:5]}
+        in_flight = {m["Body"] for m in got[5:]}    # received, visibility 60 s: still hidden after restart
+    finally:
+        n.kill()
+    n = Node(data)
+    try:
+        assert n.sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "payments"}
+        visible = set(_bodies(n.sqs, url))
+        assert visible == {f"m{i}" for i in range(40)} - deleted - in_flight, "deletes and visibility kept"
+        order = []
+        while True:
+            msgs = n.sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10).get("Messages", [])
+            if not msgs:
+                break
+            order += [m["Body"] for m in msgs]
+            for m in msgs:
+                n.sqs.delete_message(QueueUrl=fifo, ReceiptHandle=m["ReceiptHandle"])
+        assert order == [f"f{i}" for i in range(40)], "FIFO order holds"
+        # a retried send with a deduplication id used before the restart is still deduplicated
+        n.sqs.send_message(QueueUrl=fifo, MessageBody="again", MessageGroupId="g", MessageDeduplicationId="d3")
+        assert not n.sqs.receive_message(QueueUrl=fifo).get("Messages")
+        status = json.loads(n.get("/cluster"))
+        journal = status["journal"]
+        assert journal["fsync"] == "always" and journal["recovery"]["messages"] == 75, journal
+        metrics = n.get("/metrics").decode()
+        assert "elasticmq_journal_fsyncs_total" in metrics and "elasticmq_journal_recovered_messages 75.0" in metrics
+    finally:
+        n.stop()
+
+
+def test_a_second_process_on_the_same_data_dir_is_refused(tmp_path):
+    n = Node(tmp_path / "data")
+    try:
+        p = subprocess.run([sys.executable, "-m", "elasticmq_py", "serve", "--port", "0",
+                            "--data-dir", str(tmp_path / "data")], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1
+        assert f"is in use by process {n.proc.pid}" in p.stderr, p.stderr
+    finally:
+        n.stop()
+
+
+def test_a_data_dir_that_cannot_be_used_is_a_clear_error_at_start(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", "serve", "--port", "0", "--data-dir", str(blocker)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert p.stderr.startswith(f"elasticmq-py: data-dir {blocker}:"), p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def _small_disk() -> None:
+    # The journal may grow to 256 KiB: beyond it write() fails with EFBIG, as on a full disk
+    # (ENOSPC). SIGXFSZ ignored, so the write fails instead of killing the process.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
+def test_a_full_disk_answers_a_retryable_503_and_keeps_what_was_acknowledged(tmp_path):
+    data = tmp_path / "data"
+    n = Node(data, preexec=_small_disk)
+    acked: list[str] = []
+    try:
+        url = n.sqs.create_queue(QueueName="q")["QueueUrl"]
+        errors = []
+        for i in range(60):                     # 60 x 10 KiB: the disk fills a third of the way
+            try:
+                n.sqs.send_message(QueueUrl=url, MessageBody=f"{i:04d}" + "x" * 10_000)
+                acked.append(f"{i:04d}")
+            except ClientError as e:
+                errors.append(e.response)
+        assert acked and errors, "some sends fit, then the disk was full"
+        for r in errors:
+            assert r["ResponseMetadata"]["HTTPStatusCode"] == 503
+            assert r["Error"]["Code"] in ("ServiceUnavailable", "AWS.SimpleQueueService.ServiceUnavailable")
+        assert "journal" in errors[0]["Error"]["Message"]
+        journal = json.loads(n.get("/cluster"))["journal"]
+        assert journal["error"], journal
+    finally:
+        n.kill()
+    n = Node(data)                              # room again: everything acknowledged is there
+    try:
+        got = sorted(b[:4] for b in _bodies(n.sqs, url))
+        assert got == acked
+    finally:
+        n.stop()
