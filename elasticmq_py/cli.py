@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from cluster.status import JournalInfo, NodeStatus, ReplicationStatus, TransferInfo
 
-from elasticmq_py import localcluster, loglevel
+from elasticmq_py import journal_cli, localcluster, loglevel
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     _secret_args(mr)
 
     localcluster.add_parser(sub)
+    journal_cli.add_journal_commands(sub)
     toxiproxy_cli.add_parser(sub)
     sim_cli.add_parsers(sub)
     # More subcommands go here, each as sub.add_parser(NAME, ...) plus an entry in COMMANDS
@@ -451,6 +452,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "members": _members,
     "local-cluster": localcluster.run,
     "toxiproxy": toxiproxy_cli.run,
+    **journal_cli.COMMANDS,
     **sim_cli.COMMANDS,
 }
 

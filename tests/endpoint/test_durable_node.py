@@ -165,3 +165,37 @@ def test_a_full_disk_answers_a_retryable_503_and_keeps_what_was_acknowledged(tmp
         assert got == acked
     finally:
         n.stop()
+
+
+def test_damage_in_the_middle_refuses_to_start_until_an_operator_truncates(tmp_path):
+    data = tmp_path / "data"
+    n = Node(data)
+    try:
+        url = n.sqs.create_queue(QueueName="q")["QueueUrl"]
+        for i in range(30):
+            n.sqs.send_message(QueueUrl=url, MessageBody=f"m{i:02d}" + "y" * 500)
+    finally:
+        n.stop()
+    (seg,) = (data / "journal").glob("*.seg")
+    raw = bytearray(seg.read_bytes())
+    middle = len(raw) // 2
+    raw[middle] ^= 0xFF                       # one flipped byte, with valid records after it
+    seg.write_bytes(bytes(raw))
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", "serve", "--port", "0", "--data-dir", str(data)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1, p.stderr
+    assert seg.name in p.stderr and "offset" in p.stderr, p.stderr
+    assert "elasticmq-py journal check" in p.stderr and "elasticmq-py journal truncate" in p.stderr, p.stderr
+    check = subprocess.run([sys.executable, "-m", "elasticmq_py", "journal", "check", str(data)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 1 and "damaged" in check.stdout, check.stdout
+    fix = subprocess.run([sys.executable, "-m", "elasticmq_py", "journal", "truncate", str(data), "--yes"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert fix.returncode == 0, fix.stdout + fix.stderr
+    n = Node(data)
+    try:
+        got = sorted(b[:3] for b in _bodies(n.sqs, url))
+        assert got and got == [f"m{i:02d}" for i in range(len(got))], "what came before the damage, in full"
+        assert len(got) < 30
+    finally:
+        n.stop()
