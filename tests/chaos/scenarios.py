@@ -71,6 +71,7 @@ class Scenario:
     clients: int = 3
     clients_on_master: bool = False      # clients talk to the master only (no forwarding)
     receive_ratio: float = 0.4
+    fsync: str | None = None             # each node keeps a data-dir with this fsync policy; None: in memory
 
 
 SCENARIOS: dict[str, Scenario] = {}   # one fault story each: what `make chaos` draws from
@@ -133,7 +134,7 @@ class Run:
         self.problems: list[str] = []
         self.checks: list[Check] = []
         self.names = [f"n{i}" for i in range(1, sc.nodes + 1)]
-        self.c = Cluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice)
+        self.c = Cluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice, fsync=sc.fsync)
         self.c.replication_config = {"policy": policy, **sc.replication}
         self.nemesis: Nemesis | None = None
         self.recorders: list[Recorder] = []
@@ -179,7 +180,7 @@ class Run:
     def restart(self, name: str) -> float:
         self.c.start(name)
         self.killed.discard(name)
-        return self.note(name, "restart", "empty memory")
+        return self.note(name, "restart", "empty memory" if self.sc.fsync is None else "from its data-dir")
 
     def wait_master(self, among: list[str] | None = None, since: float | None = None, timeout: float = 20.0,
                     key: str = "failover_s") -> str:
@@ -465,7 +466,7 @@ def flapping(run: Run) -> None:
 
 @scenario("kill-master")
 def kill_master(run: Run) -> None:
-    """kill -9 of the master under load; later it restarts with empty memory and rejoins."""
+    """kill -9 of the master under load; later it restarts (from its data-dir, or empty) and rejoins."""
     m = run.master
     run.hold(run.draw("before_s", 1, (0.5, 4)))
     run.phase("fault")
@@ -473,6 +474,24 @@ def kill_master(run: Run) -> None:
     run.wait_master(_others(run, m), since=t)
     run.hold(t + run.draw("down_s", 3, (2, 10)) - time.time())
     run.restart(m)
+
+
+@scenario("kill-all", fsync="always")
+def kill_all(run: Run) -> None:
+    """kill -9 of every node under load, then all restart from their data-dirs: nothing acknowledged is lost."""
+    run.hold(run.draw("before_s", 1, (0.5, 4)))
+    run.phase("fault")
+    order = list(run.names)
+    run.rng.shuffle(order)
+    for n in order:
+        run.kill(n)
+    run.hold(run.draw("down_s", 1, (0.5, 5)))
+    run.rng.shuffle(order)
+    t = time.time()
+    for n in order:
+        run.restart(n)
+    run.wait_master(run.names, since=t, key="restart_to_master_s")
+    run.observe(kill_order=order)
 
 
 @scenario("pause-master")
@@ -675,16 +694,17 @@ def _in_a_row(*bodies: Callable[[Run], None]) -> Callable[[Run], None]:
     return body
 
 
-def _combo(name: str, nodes: int, *bodies: Callable[[Run], None]) -> None:
+def _combo(name: str, nodes: int, *bodies: Callable[[Run], None], **kw: Any) -> None:
     body = _in_a_row(*bodies)
     body.__doc__ = "In a row on one cluster, healing in between: " + ", ".join(
         n for n, sc in SCENARIOS.items() if sc.body in bodies) + "."
-    scenario(name, nodes=nodes, combo=True)(body)
+    scenario(name, nodes=nodes, combo=True, **kw)(body)
 
 
 _combo("partitions", 3, isolate_master, isolate_replica, bridge, one_way_ring)
 _combo("partitions-5", 5, split_3_2, ring)
-_combo("process-faults", 3, kill_master, pause_master)
+# journaled: the whole-cluster kill needs the data-dirs (in memory it loses everything)
+_combo("process-faults", 3, kill_master, pause_master, kill_all, fsync="always")
 
 # What make test runs: every scenario, the short way, on seven clusters.
 SHORT_SUITE = ("partitions", "partitions-5", "process-faults", "flapping", "restart-empty", "slow-link",

@@ -1,9 +1,9 @@
 """Every chaos scenario once, on its short schedule (issue 6's ``make test`` part).
 
-The twelve scenarios run on seven clusters (tests/chaos/scenarios.py SHORT_SUITE): the
+The thirteen scenarios run on seven clusters (tests/chaos/scenarios.py SHORT_SUITE): the
 partition stories of three nodes in a row on one cluster, those of five on another, kill -9 and
 SIGSTOP of the master on a third, healing in between, so that cluster start-up and the final
-drain are paid seven times, not twelve. A failing run prints the checker's verdict, its own
+drain are paid seven times, not thirteen. A failing run prints the checker's verdict, its own
 broken expectations and the folder (under pytest's tmp_path) holding every node log and
 history, the clients' histories, the nemesis log, the digests, ``verdict.txt`` and
 ``result.json``. ``make chaos`` runs the scenarios one by one on many seeded long schedules
