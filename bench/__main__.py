@@ -67,13 +67,20 @@ def replication(quick: bool) -> dict:
     return replication_bench.suite(quick)
 
 
+def durability(quick: bool) -> dict:
+    from bench import durability_bench  # imported here: it starts real processes
+
+    return durability_bench.suite(quick)
+
+
 def sim(quick: bool) -> dict:
     from bench import sim_bench  # imported here: it starts Spark
 
     return sim_bench.suite(quick)
 
 
-SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication, "sim": sim}
+SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
+          "durability": durability, "sim": sim}
 
 
 def main(argv: list[str] | None = None) -> int:
