@@ -30,11 +30,13 @@ its storage and replication log are empty, its Raft state comes back from the "d
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from storage import IdSource, SqsError, Storage
 
 from cluster.checker.schema import NodeEvent
+from cluster.compaction import Snapshot
 from cluster.config import Timing
 from cluster.election import (
     APPEND, OTHER, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore, Fence, LeaderContact, LeaseAck, LeaseAcked,
@@ -42,14 +44,18 @@ from cluster.election import (
 )
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.membership import ProposeView, RaftSample, Record, View, accept_view
+from cluster.journal.format import JournalEntry
+from cluster.journal.journal import Journal, SnapshotAborted
+from cluster.journaling import rebuild
 from cluster.node_core import (
     Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand,
-    NodeCore, ServeForwarded, ToRaft,
+    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft,
 )
-from cluster.replication.core import TransferSettings
+from cluster.replication.core import StorageReplaced, TransferSettings
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, ForwardReply, Rejected, Send
+from cluster.replication.messages import Ack, AckPolicy, ForwardReply, Rejected, Send
 
+from sim.disk import SimDisk
 from sim.net import RAFT, STREAM
 from sim.raft import AppendEntries, Durable, RaftNode, RequestVote
 
@@ -74,11 +80,27 @@ class _Op:
         self.started = started
 
 
+@dataclass(frozen=True)
+class JournalSpec:
+    """A node's data-dir, as the scenario draws it (the same for every node of a run)."""
+
+    fsync: str                       # always | interval | never
+    interval_us: int
+    fsync_us: tuple[int, int]        # an fsync's latency, uniform
+    snapshot_min_bytes: int
+    segment_bytes: int
+
+
 class SimNode:
     def __init__(self, world: "World", name: str, names: list[str], incarnation: int, *,
                  policy: AckPolicy, forward: bool, timing: Timing, limits: Limits, log_limit_bytes: int,
                  chunk_records: int,
-                 bugs: frozenset[str], rng: random.Random, disk: Durable | None = None):
+                 bugs: frozenset[str], rng: random.Random, disk: Durable | None = None,
+                 journal: JournalSpec | None = None, data: SimDisk | None = None,
+                 disk_rng: random.Random | None = None):
+        """``disk``: the Raft state a crash left (None: a first start). ``journal`` and ``data``:
+        its data-dir, recovered here as the product recovers it (``Journal.open``, then
+        ``cluster.journaling.rebuild``); JournalDamaged goes to the caller: the node cannot start."""
         self.world = world
         self.name = name
         self.incarnation = incarnation
@@ -87,6 +109,7 @@ class SimNode:
         self.stalled = False              # only its event loop stopped; Raft's thread goes on
         self.deferred: list[tuple[Callable, tuple]] = []
         self.rng = rng
+        self.acked = 0                    # the highest seq this node acked since its state was last replaced
         now_s = world.now_s
         clock = world.storage_clock
 
@@ -95,9 +118,28 @@ class SimNode:
 
         settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=limits,
                                 transfer=TransferSettings(chunk_records=chunk_records),
-                                log_limit_bytes=log_limit_bytes)
-        self.core = NodeCore(name, tuple(names), settings, new_storage(), new_storage,
-                             incarnation=rng.getrandbits(62), amnesiac=disk is not None, bugs=bugs)
+                                log_limit_bytes=log_limit_bytes, journal=journal is not None,
+                                **({"snapshot_min_bytes": journal.snapshot_min_bytes} if journal else {}))
+        restarted = disk is not None      # its Raft state says it was a member
+        self.writer: _Writer | None = None
+        self.recovered: dict[str, Any] | None = None
+        if journal is not None:
+            assert data is not None and disk_rng is not None
+            existed = any(n.endswith((".seg", ".snap")) for n in data.list())
+            jnl, rec = Journal.open(data, segment_bytes=journal.segment_bytes)
+            storage, rlog = rebuild(rec, new_storage, log_limit_bytes)
+            # as cluster/replicated.py decides it: only `fsync = always` keeps what it acked, and
+            # only a journal that was there before
+            amnesiac = restarted and not (journal.fsync == "always" and existed)
+            self.writer = _Writer(self, jnl, journal, disk_rng)
+            self.recovered = {"seq": rlog.last_seq, "epoch": rlog.last_epoch, "existed": existed,
+                              "snapshot_seq": rec.snapshot.at_seq if rec.snapshot is not None else None,
+                              "entries": len(rec.entries), "truncated": rec.truncated, "amnesiac": amnesiac}
+        else:
+            storage, rlog = new_storage(), None
+            amnesiac = restarted
+        self.core = NodeCore(name, tuple(names), settings, storage, new_storage,
+                             incarnation=rng.getrandbits(62), amnesiac=amnesiac, log=rlog, bugs=bugs)
         self.election = ElectionCore(name, timing, rng, now_s, bugs=bugs)
         self.view: View | None = None     # the Raft-applied view record (cluster/runtime._ViewLog)
         self.raft = RaftNode(name, names, timing, now_s, send=self._raft_send, changed=self._raft_changed,
@@ -110,8 +152,10 @@ class SimNode:
 
     def start(self) -> None:
         w = self.world
-        w.record(NodeEvent(w.now_s, self.name, "started", {"raft": f"sim:{self.name}",
-                                                           "members": sorted(self.raft.configured)}))
+        fields: dict[str, Any] = {"raft": f"sim:{self.name}", "members": sorted(self.raft.configured)}
+        if self.recovered is not None:
+            fields["journal"] = self.recovered
+        w.record(NodeEvent(w.now_s, self.name, "started", fields))
         self.raft.replay()
         # Ticks start at a random phase, as independent processes would.
         w.at(w.now + self.rng.randrange(RAFT_TICK_US), self._node_event, self._raft_tick, ())
@@ -282,6 +326,12 @@ class SimNode:
     def _flush(self) -> None:
         self._act(self.core.flush(self.world.now_s))
 
+    def _loop_persisted(self, token: int) -> None:
+        self._act(self.core.persisted(token, self.world.now_s))
+
+    def _loop_journal_failed(self, reason: str) -> None:
+        self._act(self.core.journal_failed(reason, self.world.now_s))
+
     def _on_stream(self, sender: str, frame: Any) -> None:
         self._act(self.core.frame(sender, frame, self.world.now_s))
 
@@ -305,7 +355,14 @@ class SimNode:
         for a in actions:
             t = type(a)
             if t is Send:
+                if type(a.frame) is Ack and a.frame.seq > self.acked:
+                    self.acked = a.frame.seq
                 w.net.send(self.name, a.to, STREAM, a.frame)
+            elif t is Persist or t is PersistReset or t is Snapshot:
+                if self.writer is not None:
+                    self.writer.submit(a)
+            elif t is StorageReplaced:
+                self.acked = 0      # a new history: what it acked before may rightly be gone
             elif t is Answer:
                 op: _Op = a.token
                 outcome, error = _outcome(a.error)
@@ -386,4 +443,141 @@ def _plain(d: dict) -> dict:
 _LOOP_SIDE = frozenset({
     SimNode._on_stream, SimNode._on_request, SimNode._core_tick, SimNode._flush, SimNode._loop_sample,
     SimNode._loop_view, SimNode._loop_lease_ack, SimNode._loop_contact, SimNode._loop_fence,
+    SimNode._loop_persisted, SimNode._loop_journal_failed,
 })
+
+
+class _Writer:
+    """The journal writer (cluster/journal/writer.py) in simulated time, on the real ``Journal``
+    over the node's SimDisk. Like the product's writer thread it takes everything submitted
+    since its last turn at once, writes it, and (``always``) syncs once for the lot; what is
+    submitted during that fsync waits for the next turn (group commit). An fsync takes a random
+    latency; its bytes become durable when it returns. ``interval``: durable is reported once
+    written, an fsync follows within the interval; ``never``: durable once written, fsyncs only
+    inside snapshots and resets. A reset is durable (and reported) on return, under every policy.
+    Each report reaches the loop as a post (``persisted``). A paused process stops this thread
+    too; a stalled loop does not."""
+
+    def __init__(self, node: SimNode, journal: Journal, spec: JournalSpec, rng: random.Random) -> None:
+        self.node = node
+        self.journal = journal
+        self.spec = spec
+        self.rng = rng
+        self.queue: list[Any] = []
+        self.busy = False                 # an fsync is under way
+        self.woken = False                # a turn is coming
+        self.sync_planned = False         # interval: an fsync is planned
+        self.written: int | None = None   # the last token written
+        self.reported: int | None = None
+        self.last_sync = node.world.now
+        self.failed: str | None = None
+        self.fsyncs = 0
+        self.snapshots = 0
+        self.refused: list[str] = []      # snapshots the journal refused (a reset overtook them...)
+
+    def submit(self, op: Any) -> None:
+        if self.failed is not None:
+            return
+        self.queue.append(op)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.busy or self.woken:
+            return
+        self.woken = True
+        w = self.node.world
+        w.at(w.now + self.rng.randint(*HOP_US), self.node._node_event, self._turn, ())
+
+    def _turn(self) -> None:
+        self.woken = False
+        if self.busy or self.failed is not None:
+            return
+        ops, self.queue = self.queue, []
+        try:
+            for op in ops:
+                self._apply(op)
+        except Exception as e:     # the SimDisk raises no I/O error: this is a bug
+            self._fail(e)
+            return
+        if self.written is None:
+            return
+        unsynced = self.journal.last_seq != self.journal.durable_seq
+        if self.spec.fsync == "always" and unsynced:
+            self._start_sync()
+            return
+        self._report(self.written)
+        if self.spec.fsync == "interval" and unsynced:
+            self._plan_sync()
+
+    def _apply(self, op: Any) -> None:
+        t = type(op)
+        if t is Persist:
+            self.journal.append([JournalEntry(e.seq, e.written_epoch, e.mutations) for e in op.entries])
+            self.written = op.token
+        elif t is PersistReset:
+            self.journal.reset(op.seq, op.epoch, op.blobs)
+            self.written = op.token
+            self._report(op.token)
+        elif t is Snapshot:
+            sw = None
+            try:
+                sw = self.journal.begin_snapshot(op.at_seq, op.at_epoch)
+                for blob in op.blobs:
+                    sw.add(blob)
+                if self.journal.durable_seq < op.end_seq:
+                    self.journal.sync()
+                    self.fsyncs += 1
+                    if self.written is not None:
+                        self._report(self.written)
+                sw.finish(op.end_seq)
+                self.snapshots += 1
+            except (SnapshotAborted, ValueError, RuntimeError) as e:
+                self.refused.append(f"{type(e).__name__}: {e}")
+                if sw is not None:
+                    sw.abort()
+
+    def _start_sync(self) -> None:
+        self.busy = True
+        w = self.node.world
+        took = self.rng.randint(*self.spec.fsync_us)
+        w.at(w.now + took, self.node._node_event, self._synced, ())
+        w.fsync_started(took)
+
+    def _synced(self) -> None:
+        self.busy = False
+        try:
+            self.journal.sync()
+        except Exception as e:
+            self._fail(e)
+            return
+        self.fsyncs += 1
+        self.last_sync = self.node.world.now
+        if self.written is not None:
+            self._report(self.written)
+        if self.queue:
+            self._turn()
+
+    def _plan_sync(self) -> None:
+        if self.sync_planned:
+            return
+        self.sync_planned = True
+        w = self.node.world
+        w.at(max(w.now, self.last_sync + self.spec.interval_us), self.node._node_event, self._interval_due, ())
+
+    def _interval_due(self) -> None:
+        self.sync_planned = False
+        # busy: the fsync under way covers everything written (nothing is written meanwhile)
+        if self.failed is None and not self.busy and self.journal.last_seq != self.journal.durable_seq:
+            self._start_sync()
+
+    def _report(self, token: int) -> None:
+        if self.reported is None or token > self.reported:
+            self.reported = token
+            self.node._post(True, self.node._loop_persisted, token)
+
+    def _fail(self, e: BaseException) -> None:
+        self.failed = f"{type(e).__name__}: {e}"
+        self.queue.clear()
+        self.node.world.journal_failures.append(
+            f"journal: {self.node.name}'s writer failed at {self.node.world.now_s:.6f} s: {self.failed}")
+        self.node._post(True, self.node._loop_journal_failed, self.failed)

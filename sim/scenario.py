@@ -11,7 +11,9 @@ paused ones resume, and the clients keep working on a healthy cluster until ``du
 which the run drains every queue and records each node's digest.
 
 Crashes lose the node's messages and replication log (they are in memory) but not its Raft
-term, vote and log (the product's state-dir), so when a crash may happen is part of the fault
+term, vote and log (the product's state-dir); on a seed with a journal (``journal``, half the
+seeds) a crash is a kill -9 and the node restarts from its data-dir (sim/disk.py), and
+``crash_all`` power-cuts every node at once. When a crash may happen is part of the fault
 model (decided by the simulator at the moment of the crash, since only then is the cluster's
 state known; see ``World._may_crash``):
 
@@ -50,6 +52,13 @@ FAULT_WEIGHTS: dict[str, int] = {
     "slow_master_fails": 6,  # the master's outgoing links turn slow (each its own delay), then it
                              # crashes or pauses while its batches are still on the way
 }
+# Drawn apart from the rest, only for a seed with a journal (so seeds without one are as before):
+# "crash_all", a power cut of every node at once (their disks keep only what was fsynced, and a
+# random part of the rest), then a restart of each after `duration` plus a random stagger.
+# "busy": the cut waits (up to a second) for some node's fsync to be under way, and strikes
+# in the middle of it, so that written but unsynced bytes are at stake.
+
+FSYNC_POLICIES = ("always", "interval", "never")
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,13 @@ class Scenario:
     throttle_lag_batches: int = 10_000
     queue_policy: str | None = None  # the standard queue's own ack policy (its POLICY_TAG), as
                                      # strict as the cluster's or stricter; None: untagged
+    # A data-dir per node (sim/disk.py): the journal that ships, on a simulated disk.
+    journal: bool = False
+    fsync: str = "always"            # the journal's fsync policy (cluster/journal/writer.py)
+    fsync_interval_ms: int = 100     # for fsync = interval
+    fsync_ms: tuple[float, float] = (0.2, 2.0)   # an fsync's latency, uniform in [lo, hi]
+    snapshot_min_bytes: int = 64 * 1024 * 1024   # compaction threshold (CoreSettings)
+    segment_bytes: int = 64 * 1024 * 1024        # a journal segment's size before a new one
 
     def names(self) -> list[str]:
         return [f"n{i + 1}" for i in range(self.nodes)]
@@ -96,6 +112,7 @@ class Scenario:
         d["faults"] = [f.to_json() for f in self.faults]
         d["base_delay_ms"] = list(self.base_delay_ms)
         d["bugs"] = list(self.bugs)
+        d["fsync_ms"] = list(self.fsync_ms)
         return d
 
     def dumps(self) -> str:
@@ -107,6 +124,8 @@ class Scenario:
         d["faults"] = tuple(Fault(**f) for f in d["faults"])
         d["base_delay_ms"] = tuple(d["base_delay_ms"])
         d["bugs"] = tuple(d.get("bugs", ()))
+        if "fsync_ms" in d:
+            d["fsync_ms"] = tuple(d["fsync_ms"])
         return cls(**d)
 
 
@@ -118,8 +137,9 @@ CRASH_POLICIES = ("safe", "any")
 
 def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
              bugs: tuple[str, ...] | frozenset[str] = (), faults: bool = True,
-             crash_policy: str = "any") -> Scenario:
-    """The scenario of ``seed``. ``nodes`` / ``policy`` None: drawn from the seed too."""
+             crash_policy: str = "any", journal: bool | None = None, fsync: str | None = None) -> Scenario:
+    """The scenario of ``seed``. ``nodes`` / ``policy`` None: drawn from the seed too, and so are
+    ``journal`` (half the seeds have one) and ``fsync`` (mostly always) when None."""
     rng = random.Random(f"scenario:{seed}")
     n = nodes if nodes is not None else rng.choice((3, 3, 3, 5))
     pol = policy if policy is not None else rng.choice(POLICIES)
@@ -160,12 +180,35 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     throttle_lag_ms = rng.choice((300, 1_000, 5_000))
     throttle_lag_batches = rng.choice((30, 10_000))
     queue_policy = rng.choice(POLICIES[POLICIES.index(pol):]) if rng.random() < 0.3 else None
+    # The journal, from a generator of its own: a seed without one draws what it always drew.
+    jr = random.Random(f"journal:{seed}")
+    on = jr.random() < 0.5
+    pol_fsync = jr.choices(FSYNC_POLICIES, (7, 2, 1))[0]
+    jextra: dict[str, Any] = {}
+    journal_on = on if journal is None else journal
+    if journal_on:
+        fs = pol_fsync if fsync is None else fsync
+        if fs not in FSYNC_POLICIES:
+            raise ValueError(f"unknown fsync policy {fs!r}")
+        lo = jr.choice((0.2, 0.5, 1.0))
+        jextra = dict(journal=True, fsync=fs, fsync_interval_ms=jr.choice((20, 100, 500)),
+                      fsync_ms=(lo, lo * jr.choice((2.0, 5.0, 10.0))),
+                      snapshot_min_bytes=jr.choice((4 * 1024, 32 * 1024, 64 * 1024 * 1024)),
+                      segment_bytes=jr.choice((8 * 1024, 64 * 1024, 64 * 1024 * 1024)))
+        if faults and fault_end > fault_start + 1.0 and jr.random() < 0.7:
+            for _ in range(jr.choice((1, 1, 2))):
+                at = round(jr.uniform(fault_start, fault_end - 1.0), 3)
+                schedule.append(Fault(at, "crash_all", round(jr.uniform(0.3, 4.0), 3), "",
+                                      {"stagger_ms": jr.choice((0, 200, 1000, 3000)),
+                                       "busy": jr.random() < 0.6}))
+            schedule.sort(key=lambda f: f.at)
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
         faults=tuple(schedule), clients=clients, think_ms=think_ms, mix=mix, fifo_groups=fifo_groups,
         base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
         bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward,
-        throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches, queue_policy=queue_policy)
+        throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches, queue_policy=queue_policy,
+        **jextra)
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:
