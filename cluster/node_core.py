@@ -73,6 +73,7 @@ POLICY_TAG = "elasticmq-py:ack-policy"
 REPLICATION_GATE = "replication"
 STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
 FORWARD_TIMEOUT_S = 30.0      # a long poll waits up to 20 s on the master; beyond this, given up on
+FORWARD_IDS_KEPT = 10_000     # per forwarder: far more than can be in flight within the forward timeout
 PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
 
 _PRODUCERS = (SendMessage, SendMessageBatch)
@@ -264,6 +265,8 @@ class NodeCore:
         self._may_stand: bool | None = None
         self._forward_ids = itertools.count(1)
         self._forwards: dict[int, tuple[Any, str, float]] = {}   # request id -> (token, master, since)
+        # per forwarder: (its incarnation, the request ids served, in arrival order)
+        self._forwarded: dict[str, tuple[int | None, set[int], deque[int]]] = {}
         self._next_storage_tick = 0.0
         self._leader_contact: tuple[str, float] | None = None   # (Raft leader, when it last led us)
         self._progress: tuple | None = None
@@ -321,6 +324,23 @@ class NodeCore:
             return Refuse(f"Node {self.name} has not heard from the master {master} as Raft leader within an "
                           "election timeout: the master may have lost its majority.")
         return ForwardTo(master)
+
+    def _first_forward(self, sender: str, request_id: int) -> bool:
+        """A forwarded request is executed once: a copy of its frame (delivered twice) would run
+        a receive twice, hiding a message from the client behind a receipt it never got."""
+        incarnation = self.liveness.peers[sender].incarnation
+        seen = self._forwarded.get(sender)
+        if seen is None or seen[0] != incarnation:
+            # request ids restart with the forwarder's process: a new incarnation starts afresh
+            seen = self._forwarded[sender] = (incarnation, set(), deque())
+        _, ids, order = seen
+        if request_id in ids:
+            return False
+        ids.add(request_id)
+        order.append(request_id)
+        if len(order) > FORWARD_IDS_KEPT:
+            ids.discard(order.popleft())
+        return True
 
     def _heard_lead(self, master: str, now: float) -> bool:
         c = self._leader_contact
@@ -467,7 +487,8 @@ class NodeCore:
             for peer, up in self.liveness.heartbeat(sender, frame, now):
                 self._peer(peer, up, now, out)
         elif t is Forward:
-            out.append(ServeForwarded(sender, frame.request_id, frame.payload))
+            if self._first_forward(sender, frame.request_id):
+                out.append(ServeForwarded(sender, frame.request_id, frame.payload))
         elif t is ForwardReply:
             entry = self._forwards.get(frame.request_id)
             if entry is not None and entry[1] == sender:

@@ -195,6 +195,18 @@ class Journal:
         self._unsynced[name] = None
 
     def _roll(self, first_seq: int) -> str:
+        # The segment before must be on disk, directory entry included, before the next one can
+        # exist: otherwise a power cut could keep the new file and tear the old one's tail, a
+        # torn segment that is not the last, which recovery must refuse (found by the simulator).
+        if self._segments:
+            prev = self._segments[-1][1]
+            if prev in self._unsynced:
+                self._disk.sync(prev)
+                self._disk.release(prev)
+                del self._unsynced[prev]
+            if self._dir_dirty:
+                self._disk.sync_dir()
+                self._dir_dirty = False
         name = segment_name(self._history, first_seq)
         header = encode_segment_header(SegmentHeader(self._history, first_seq))
         self._disk.write_new(name, header)

@@ -383,8 +383,12 @@ class ReplicationCore:
         master, epoch = self.following()
         if self.role != REPLICA or sender != master or frame.epoch != epoch:
             return [Rejected(sender, f"transfer request in epoch {frame.epoch} from {sender}")]
-        if self.amnesiac:
-            # restarted empty and not caught up: our state is no truth for anyone
+        if self.amnesiac and self.log.last_seq == 0:
+            # restarted empty and nothing since: our state is no truth for anyone. A member that
+            # restarted with a journal (fsync interval or never) is amnesiac too, yet holds the
+            # exact state at its log position: after a power cut of every member, the sync may
+            # find it the most advanced, and a master that needs its snapshot must get it
+            # (the simulator: the sync retried for ever and the cluster never served).
             return [Rejected(sender, "transfer request to a member that restarted empty")]
         self.senders.pop(sender, None)
         return self._start_sending(sender, now_ms, epoch)

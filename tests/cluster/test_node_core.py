@@ -413,3 +413,20 @@ def test_an_operation_that_changes_nothing_waits_for_what_came_before_it():
     c.tick(0.1, rounds=8, leading="n1")
     (a1,), (a2,) = c.answers("n1", first), c.answers("n1", retry)
     assert a1.error is None and a2.error is None and a1.result.message_id == a2.result.message_id
+
+
+def test_a_forwarded_request_delivered_twice_is_served_once():
+    # (the simulator's duplicating network, seed 166: a receive run twice hid a message behind
+    # a receipt its client never got, and the client's delete then changed nothing)
+    c = Cores()
+    c.serving("n1")
+    n1 = c.cores["n1"]
+    first = n1.frame("n2", Forward(7, b"receive"), c.now)
+    again = n1.frame("n2", Forward(7, b"receive"), c.now)
+    assert [type(a) for a in first] == [ServeForwarded] and again == []
+    assert [type(a) for a in n1.frame("n3", Forward(7, b"receive"), c.now)] == [ServeForwarded], \
+        "ids are per forwarder"
+    # a forwarder that restarted counts its ids from 1 again: its requests are new
+    from cluster.replication.wire import Heartbeat
+    n1.frame("n2", Heartbeat(incarnation=999, hears_you=True), c.now)
+    assert [type(a) for a in n1.frame("n2", Forward(7, b"receive"), c.now)] == [ServeForwarded]

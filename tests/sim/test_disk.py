@@ -117,7 +117,7 @@ def test_missing_files_raise_journal_io_errors():
 def test_the_journal_recovers_every_synced_entry_after_any_power_cut():
     """The journal that ships, on SimDisk: appends, syncs and snapshots, with a power cut at a
     random point; what was synced always comes back, in order. (Segments large enough never to
-    roll: a roll is the xfail below.)"""
+    roll: a roll is the test below.)"""
     for seed in range(60):
         rng = random.Random(seed)
         d = SimDisk()
@@ -160,14 +160,9 @@ def test_seeds_without_a_journal_draw_what_they_drew_before():
         assert "crash_all" not in [f.kind for f in a.faults]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cluster/journal/journal.py: Journal._roll creates the next segment while the current one's "
-    "tail is not yet fsynced; a power cut that keeps the new file (its directory entry) but tears "
-    "the old one's tail leaves a torn segment that is not the last, which recovery refuses as "
-    "damage (JournalDamaged): the node cannot start although nothing acknowledged was lost. "
-    "Found by the simulator's power cuts (sim/README.md). A fix: sync the current segment and "
-    "the directory before creating the next one."))
 def test_a_power_cut_between_a_segment_roll_and_its_sync_leaves_a_journal_that_opens():
+    """A roll syncs the segment before creating the next (found by the simulator's power cuts:
+    a kept new file beside a torn older one was refused as damage)."""
     d = SimDisk()
     j, _ = Journal.open(d, segment_bytes=200)
     j.append([JournalEntry(1, 1, b"a" * 100)])
@@ -181,14 +176,9 @@ def test_a_power_cut_between_a_segment_roll_and_its_sync_leaves_a_journal_that_o
     assert rec.last_seq >= 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cluster/replication/core.py: after a power cut of every node under fsync = interval/never, "
-    "every member restarts amnesiac (as cluster/replicated.py decides), the sync may go ahead "
-    "since every configured member answered, and it picks the most advanced member as the "
-    "truth; when the new master needs that member's snapshot (the truth's log no longer holds "
-    "the master's last entry), _on_transfer_request refuses it ('a member that restarted "
-    "empty'), though it restarted from its journal, not empty: the master retries every 4 s "
-    "for ever and never serves (seed 200, 3 nodes, policy none, fsync never)."))
 def test_a_whole_cluster_power_cut_under_fsync_never_ends_in_a_serving_master():
+    """Seed 200 (3 nodes, policy none, fsync never): every member restarts amnesiac but with its
+    journal; the sync picks the most advanced as the truth and needs its snapshot, which an
+    amnesiac member once refused ("restarted empty"): the master never served."""
     r = simulate(generate(200, duration=20.0, journal=True, nodes=None, policy=None), strict=True)
     assert r.ok, r.failures
