@@ -165,7 +165,10 @@ def throughput(tmp: Path, sizes: Sizes, pool: Pool, log=print) -> dict:
 # -- part 2 --------------------------------------------------------------------------------------
 
 _RECOVER = """
-import json, sys, time
+import gc, json, sys, time
+from elasticmq_py.gcpolicy import _NEVER
+t0, t1, _ = gc.get_threshold()
+gc.set_threshold(t0, t1, _NEVER)   # as `serve` runs it (elasticmq_py/gcpolicy.py): no full collections
 t0 = time.monotonic()
 from cluster.config import Durability
 from cluster.journaling import open_journal

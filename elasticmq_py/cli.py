@@ -151,10 +151,13 @@ def _serve(args: argparse.Namespace) -> int:
     server = Server(config=config)
 
     async def start() -> None:
-        await server.start_async()
         if config.gc == "managed":
-            # a process of our own: its collector may be run for short pauses (gcpolicy.py)
+            # a process of our own: its collector may be run for short pauses (gcpolicy.py).
+            # Installed before the server starts, so that recovering a journal of a million
+            # messages is not interrupted by full collections of the growing heap (each one
+            # walks all of it: recovery took 20-30% longer with them).
             GcPolicy().install()
+        await server.start_async()
 
     def started() -> None:
         logging.getLogger("elasticmq_py").info("dashboard: %s/ui", server.endpoint_url)
