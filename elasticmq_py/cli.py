@@ -333,15 +333,15 @@ def format_status(st: NodeStatus, now: float | None = None) -> str:
         lines += _format_replication(st.replication, now)
     else:
         lines.append("replication disabled")
-    lines.append("")
-    lines += _format_journal(st.journal, now)
+    if st.journal is not None:
+        lines.append("")
+        lines += _format_journal(st.journal, now)
     return "\n".join(lines)
 
 
-def _format_journal(j: JournalInfo | None, now: float | None = None) -> list[str]:
-    """The data-dir's journal: what survives a restart of this node."""
-    if j is None:
-        return ["journal        none: in memory only (no data-dir)"]
+def _format_journal(j: JournalInfo, now: float | None = None) -> list[str]:
+    """The data-dir's journal: what survives a restart of this node (nothing is shown for a node
+    in memory, nor by an older node that reports no journal)."""
     lines = ["journal        " + _fields(
         ("data-dir", j.data_dir), ("fsync", j.fsync), ("size", _bytes(j.bytes)), ("segments", j.segments),
         ("durable seq", j.durable_seq))]

@@ -257,3 +257,22 @@ def test_metrics_replica_node_and_disabled_replication():
         m = _scrape(dict(MASTER_STATUS, replication=repl))
         assert not any(name.startswith("elasticmq_replication_") for name, _ in m)
         assert m[("elasticmq_cluster_active", ())] == 1
+
+
+def test_status_table_shows_the_journal_of_a_node_with_a_data_dir():
+    journal = {"data_dir": "/var/lib/n1", "fsync": "always", "bytes": 3 * 1024 * 1024, "segments": 2,
+               "last_seq": 900, "durable_seq": 900, "fsyncs": 1234, "fsyncs_per_s": 410.5,
+               "fsync_ms_last": 0.21, "fsync_ms_avg": 0.18, "entries_per_fsync": 1.4, "queue_depth": 0,
+               "last_snapshot": {"at_seq": 700, "end_seq": 720, "bytes": 2 * 1024 * 1024, "duration_s": 0.41,
+                                 "finished_at": 1_700_000_000.0},
+               "recovery": {"seconds": 1.25, "messages": 5000, "entries": 12, "snapshot_seq": 650,
+                            "truncated": None}}
+    out = cli.format_status(NodeStatus.from_dict(dict(MASTER_STATUS, journal=journal)), now=1_700_000_010.0)
+    lines = out.splitlines()
+    assert lines[-4].startswith("journal        data-dir /var/lib/n1   fsync always   size 3.0 MiB   segments 2")
+    assert "fsyncs 1234   per s 410.5   last 0.21 ms   avg 0.18 ms   entries per fsync 1.4" in lines[-3]
+    assert lines[-2].startswith("last snapshot  ") and "(10s ago): 2.0 MiB in 0.41s, seq 700..720" in lines[-2]
+    assert lines[-1] == "recovered      5000 messages in 1.25s (snapshot at seq 650, 12 entries replayed)"
+    failed = dict(journal, error="OSError: [Errno 28] No space left on device")
+    assert "FAILED: OSError: [Errno 28] No space left on device" in cli.format_status(
+        NodeStatus.from_dict(dict(MASTER_STATUS, journal=failed)))

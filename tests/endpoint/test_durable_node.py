@@ -125,7 +125,8 @@ def test_a_data_dir_that_cannot_be_used_is_a_clear_error_at_start(tmp_path):
     p = subprocess.run([sys.executable, "-m", "elasticmq_py", "serve", "--port", "0", "--data-dir", str(blocker)],
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
-    assert p.stderr.startswith(f"elasticmq-py: data-dir {blocker}:"), p.stderr
+    assert any(line.startswith(f"elasticmq-py: data-dir {blocker}:") and "Not a directory" in line
+               for line in p.stderr.splitlines()), p.stderr
     assert "Traceback" not in p.stderr
 
 

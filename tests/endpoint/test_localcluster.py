@@ -116,8 +116,10 @@ def test_three_nodes_start_serve_and_stop_on_ctrl_c(tmp_path):
             assert st["node"] == name and st["master"] == master, st
         assert _status(master_url)["active"] is True
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-            ["secret"] + [f"n{k}.{ext}" for k in (1, 2, 3) for ext in ("toml", "log", "history.jsonl", "state")])
-        assert (tmp_path / "n1.state" / "raft.journal").is_file(), "Raft state is durable (cluster/runtime.py)"
+            ["secret"] + [f"n{k}.{ext}" for k in (1, 2, 3) for ext in ("toml", "log", "history.jsonl", "data")])
+        assert (tmp_path / "n1.data" / "raft" / "raft.journal").is_file(), "Raft state is durable (cluster/runtime.py)"
+        assert (tmp_path / "n1.data" / "journal" / "LOCK").is_file(), "and so are queues and messages (the journal)"
+        assert f"data       {tmp_path}/nK.data per node (fsync always)" in out
         assert (tmp_path / "secret").stat().st_mode & 0o077 == 0
 
         sqs = boto3.session.Session().client(
@@ -174,7 +176,7 @@ def test_a_node_dying_at_start_up_fails_the_command_with_its_log(tmp_path):
     p = subprocess.run([sys.executable, "-m", "elasticmq_py", "local-cluster", "--http-port", "0",
                         "--dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
-    assert "exited with code 1 during start-up" in p.stderr and "File exists" in p.stderr, p.stderr
+    assert "exited with code 1 during start-up" in p.stderr and "Not a directory" in p.stderr, p.stderr
     assert "ready:" not in p.stdout
     assert _processes_using(tmp_path) == []
 
