@@ -61,7 +61,7 @@ from cluster.plantable import check_bugs
 from cluster.replication.core import (
     Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
 )
-from cluster.replication.log import Entry, ReplicationLog, Reset
+from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.master import Limits
 from cluster.replication.messages import (
     Ack, AckPolicy, Complete, Forward, ForwardReply, Rejected, Send, SnapshotAck, SnapshotChunk, Throttle,
