@@ -128,10 +128,11 @@ class ReplicatedStorage:
         ``serve_forwarded(payload, reply)`` answers requests other members forward here."""
         self._loop = asyncio.get_running_loop()
         self._serve_forwarded = serve_forwarded
-        if self._journal is not None and self._binding is None:
-            self._binding = JournalBinding(self._journal, self.config.durability, self._loop,
-                                           self._persisted, self._journal_failed)
-        await self.stream.start()
+        try:
+            await self.stream.start()
+        except BaseException:
+            self.close_journal()
+            raise
         try:
             self._record(Record(self._now(), "started", {
                 "raft": str(self.config.bind_addr), "members": sorted(self.config.cluster.names),
@@ -139,12 +140,26 @@ class ReplicatedStorage:
             self.membership.start()
         except BaseException:
             await self.stream.close()
+            self.close_journal()
             raise
+        # No await since the stream and Raft started: nothing they deliver has run yet, so no
+        # journal action can come before the writer exists.
+        if self._journal is not None:
+            self._binding = JournalBinding(self._journal, self.config.durability, self._loop,
+                                           self._persisted, self._journal_failed)
         self._tick_task = self._loop.create_task(self._ticker(), name=f"node-tick-{self.name}")
         self._started = True
 
+    def close_journal(self) -> None:
+        """Release the data-dir of a node that will not start (its lock is held from the
+        constructor on, so that a second process on the same data-dir is refused at once)."""
+        if self._journal is not None and self._binding is None:
+            self._journal.close()
+            self._journal = None
+
     async def stop(self) -> None:
         if not self._started:
+            self.close_journal()
             return
         self._started = False
         was_active = self.core.membership.active
