@@ -180,3 +180,32 @@ def test_stop_closes_open_connections_and_long_polls():
     assert sock.recv(100) == b""  # closed by the server, not after the 20 s wait
     assert time.monotonic() - started < 3
     sock.close()
+
+
+def test_an_embedded_server_is_in_memory_unless_its_config_has_a_data_dir(tmp_path):
+    from cluster.config import Durability
+
+    ns = Namespace("us-east-1", "000000000000")
+    with Server(listen=False) as plain:
+        assert plain.backend.status().journal is None, "in memory by default"
+    cfg = Config(durability=Durability(str(tmp_path / "data"), "always"))
+    with Server(config=cfg, listen=False) as s:
+        from storage.commands import CreateQueue
+        s.execute(CreateQueue(ns, "kept"))
+        s.execute(SendMessage(ns.key("kept"), "survives"))
+        assert s.backend.status().journal.fsync == "always"
+    with Server(config=cfg, listen=False) as again:
+        got = again.execute(ReceiveMessage(ns.key("kept"))).messages
+        assert [m.body for m in got] == ["survives"]
+
+
+def test_data_dir_settings_are_checked(tmp_path):
+    with pytest.raises((ConfigError, ValueError), match="fsync 'sometimes' must be one of always, interval, never"):
+        Config.from_dict({"storage": {"data-dir": "d", "fsync": "sometimes"}})
+    with pytest.raises((ConfigError, ValueError), match="unknown key"):
+        Config.from_dict({"storage": {"data-dir": "d", "fsnyc": "always"}})
+    p = tmp_path / "c.toml"
+    p.write_text('[storage]\ndata-dir = "data"\nfsync = "interval"\nfsync-interval-ms = 50\n')
+    d = Config.from_toml(p).durability
+    assert d.data_dir == str(tmp_path / "data"), "relative to the file"
+    assert (d.fsync, d.fsync_interval_ms, d.snapshot_min_mb) == ("interval", 50, 64)
