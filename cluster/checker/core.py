@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable
 
+from cluster.checker.during import quiescent_divergence, unavailability
 from cluster.checker.node_rules import gating_violations, throttle_violations
 from cluster.checker.schema import (DELETE, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
                                     History, ReceivedMessage, load_dir)
@@ -75,10 +76,13 @@ def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILI
     intervals = active_intervals(history, end)
     overlaps = master_overlaps(intervals, tolerance)
     final_master, digests, divergence = digest_divergence(history, intervals)
+    points, quiescent = quiescent_divergence(history)
+    judged_s, unavailable = unavailability(history)
     return Verdict(queues, tuple(gating_violations(history, intervals, tolerance)),
                    tuple(throttle_violations(history, tolerance)),
                    tuple(lost), tuple(unexpected), tuple(dups), tuple(recovered), tuple(order),
-                   tuple(intervals), tuple(overlaps), tuple(divergence), final_master, digests, end)
+                   tuple(intervals), tuple(overlaps), tuple(divergence), final_master, digests, end,
+                   tuple(quiescent), points, tuple(unavailable), round(judged_s, 6))
 
 
 # --- queues -------------------------------------------------------------------------------

@@ -167,6 +167,11 @@ class Verdict:
     final_master: str | None = None
     digests: dict[str, str] = field(default_factory=dict)   # node -> final digest
     history_end: float = 0.0
+    # Judged during the run (cluster/checker/during.py), where the history carries what to judge.
+    quiescent: tuple[Any, ...] = ()       # during.QuiescentDivergence
+    quiescent_points: int = 0             # quiescent points judged
+    unavailable: tuple[Any, ...] = ()     # during.Unavailable (every candidate; failures() filters by policy)
+    availability_judged_s: float = 0.0    # seconds of healthy-majority time judged
 
     @property
     def totals(self) -> QueueCounts:
@@ -183,16 +188,26 @@ class Verdict:
     def lost_deletes(self) -> tuple[Duplicate, ...]:
         return tuple(d for d in self.duplicates if d.category == AFTER_ACKED_DELETE)
 
+    def unavailable_for(self, policy: str, queue_policies: Mapping[str, str] | None = None) -> list[Any]:
+        """The unavailable windows that count under ``policy``: a queue whose policy is ``all``
+        rightly waits for a slow replica, so its sends count only while every member was healthy."""
+        qp = dict(queue_policies or {})
+        return [u for u in self.unavailable if u.everyone or qp.get(u.queue, policy) != "all"]
+
     def failures(self, policy: str, strict: bool = False,
                  queue_policies: Mapping[str, str] | None = None) -> list[str]:
         """The verdict rules the history breaks under `policy` (empty: it passes).
 
         Under every policy: no node executes a client operation while it is not the active
         master, none executes a producer while it throttles (node_rules.py), no two masters are
-        active at once (invariant 2), and the members converge to one digest (invariant 4).
-        majority / all also: nothing lost or unexpected, no FIFO order violation. With
-        strict=True also in-window duplicates (invariant 2) and lost deletes (invariant 1).
+        active at once (invariant 2), the members converge to one digest (invariant 4), and,
+        where the history carries what to judge them by (cluster/checker/during.py), members'
+        digests equal the master's at quiescent points and a healthy connected majority keeps
+        answering sends. majority / all also: nothing lost or unexpected, no FIFO order
+        violation, no in-window duplicate (invariant 2) and no lost delete (invariant 1).
         none / one promise none of these for the data (the counts are reported).
+        ``strict`` is kept for callers that pass it; it adds nothing since in-window duplicates
+        and lost deletes count under majority and all by default.
         ``queue_policies``: a queue's own policy (its ack-policy tag) where it has one; the data
         rules of each queue follow its own policy."""
         queue_policies = dict(queue_policies or {})
@@ -209,6 +224,16 @@ class Verdict:
             out.append(f"two active masters: {len(self.two_masters)} overlaps")
         if self.divergence:
             out.append(f"divergence: {len(self.divergence)} nodes differ from the reference digest")
+        if self.quiescent:
+            q = self.quiescent[0]
+            out.append(f"divergence at t={q.at:.3f}: {q.node} differs from the master {q.master} at a quiescent "
+                       f"point ({len(self.quiescent)} member digests differed at "
+                       f"{len({x.at for x in self.quiescent})} of {self.quiescent_points} points)")
+        if unavailable := self.unavailable_for(policy, queue_policies):
+            u = unavailable[0]
+            out.append(f"unavailable: no send succeeded in [{u.start:.3f}, {u.end:.3f}) s though "
+                       f"{','.join(u.healthy)} had been connected and healthy since {u.healthy_since:.3f} s "
+                       f"({len(unavailable)} such windows)")
 
         def promised(items: tuple[Any, ...]) -> list[Any]:
             return [x for x in items if queue_policies.get(x.queue, policy) in STRICT_POLICIES]
@@ -218,11 +243,10 @@ class Verdict:
             out.append(f"unexpected: {len(unexpected)} deliveries of messages never sent")
         if order := promised(self.order_violations):
             out.append(f"order: {len(order)} FIFO order violations")
-        if strict:
-            if in_window := promised(self.in_window):
-                out.append(f"in-window: {len(in_window)} messages handed out twice inside one visibility window")
-            if lost_deletes := promised(self.lost_deletes):
-                out.append(f"lost deletes: {len(lost_deletes)} messages delivered after an acknowledged delete")
+        if in_window := promised(self.in_window):
+            out.append(f"in-window: {len(in_window)} messages handed out twice inside one visibility window")
+        if lost_deletes := promised(self.lost_deletes):
+            out.append(f"lost deletes: {len(lost_deletes)} messages delivered after an acknowledged delete")
         return out
 
     def ok_for(self, policy: str, strict: bool = False, queue_policies: Mapping[str, str] | None = None) -> bool:
@@ -244,6 +268,10 @@ class Verdict:
             "final_master": self.final_master,
             "digests": dict(self.digests),
             "history_end": self.history_end,
+            "quiescent": [asdict(x) for x in self.quiescent],
+            "quiescent_points": self.quiescent_points,
+            "unavailable": [asdict(x) for x in self.unavailable],
+            "availability_judged_s": self.availability_judged_s,
         }
 
     def summary(self, policy: str | None = None, limit: int = 10) -> str:
@@ -269,7 +297,10 @@ class Verdict:
             lines.append("redeliveries: " + ", ".join(f"{k}={v}" for k, v in sorted(t.redeliveries.items())))
         lines.append(f"masters: {len(self.active_intervals)} active intervals, "
                      f"{len(self.two_masters)} overlaps; final master {self.final_master or '?'}")
-        lines.append(f"digests: {len(self.digests)} nodes, {len(self.divergence)} divergent")
+        lines.append(f"digests: {len(self.digests)} nodes, {len(self.divergence)} divergent; "
+                     f"{self.quiescent_points} quiescent points judged, {len(self.quiescent)} divergent there")
+        lines.append(f"availability: {self.availability_judged_s:.1f} s judged, "
+                     f"{len(self.unavailable)} windows without a successful send")
 
         def section(title: str, items: tuple[Any, ...], fmt: Any) -> None:
             if not items:
@@ -294,6 +325,10 @@ class Verdict:
                 "while not the active master")
         section("flow control", self.throttled, lambda x: f"{x.node} executed {x.action} @{x.at:.6f} while "
                 f"throttling since {x.throttling_since:.6f}")
+        section("divergent at quiescent points", self.quiescent, lambda x: f"@{x.at:.6f} {x.node}: {x.digest} != "
+                f"master {x.master}: {x.master_digest}")
+        section("unavailable", self.unavailable, lambda x: f"[{x.start:.6f}, {x.end:.6f}) {x.op_id} ({x.queue}) "
+                f"healthy {','.join(x.healthy)} since {x.healthy_since:.6f}" + ("" if x.everyone else " (a majority)"))
         section("divergent digests", self.divergence, lambda x: f"{x.node}: {x.digest} != "
                 f"{x.reference_node or 'most common'}: {x.reference_digest}")
         return "\n".join(lines)

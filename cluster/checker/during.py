@@ -1,0 +1,150 @@
+"""Rules judged during a run, not only at its end: from what the harness knew at the time and
+wrote into the history as nemesis lines (the simulator writes both; a history without them is
+not judged by these rules).
+
+* **Quiescent digests** (``quiescent`` lines). When no fault is active, every link is up and the
+  stream is idle (every replica acked the master's last seq, nothing staged, no transfer), every
+  member's digest equals the master's. The line carries ``{"master": m, "digests": {node:
+  digest}}``; each member that differs is a ``divergence at t=...`` failure under every policy
+  (an idle stream leaves nothing to excuse, whatever the ack policy). This sees state that
+  diverged and was drained away before the end, which the final digests cannot.
+* **Availability** (``health`` lines). A ``health`` line starts a stretch in which the nodes in
+  ``healthy`` are up, not paused or catching up, and connected to each other on both planes
+  without loss, duplication or extra latency; ``judged`` says whether that stretch counts (the
+  healthy set is a majority and holds the master if there is one: a master that is itself the
+  slow one keeps office through Raft, and the stream's stalls are then flow control's and the
+  operator's business). Once a judged stretch has lasted ``AVAILABILITY_BOUND``, a send invoked
+  in it that sees no send anywhere succeed within the bound is an ``unavailable`` failure.
+  Sends to a queue whose policy is ``all`` are judged only while every member is healthy: such a
+  queue rightly waits for a slow replica. Time in which any node throttles producers is not
+  judged (flow control refuses on purpose: node_rules.py judges that it does so rightly).
+
+The bound: 2 s (a client's timeout: an attempt to a node that went away counts as unknown only
+then, and the client moves on) + ``leader_fallback`` 1.0 s (the old master's Raft-level step-down)
++ ``election_max`` 0.4 s (an election), with cluster.config.Timing's defaults. A failover, the
+sync and the first view take well under that in every clean seed measured; a cluster that does
+not answer a single write for that long while a connected majority is healthy is stuck.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.checker.schema import OK, SEND, History
+
+QUIESCENT = "quiescent"
+HEALTH = "health"
+AVAILABILITY_BOUND = 2.0 + 1.0 + 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class QuiescentDivergence:
+    at: float
+    node: str
+    digest: str
+    master: str
+    master_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """No send succeeded in ``[start, end)`` though ``op_id`` (to ``queue``) tried at ``start``,
+    while ``healthy`` had been connected and healthy since ``healthy_since``."""
+    start: float
+    end: float
+    op_id: str
+    queue: str
+    healthy: tuple[str, ...]
+    healthy_since: float
+    everyone: bool               # every member was healthy (then `all` queues are judged too)
+
+
+def _detail(detail: str | None) -> dict[str, Any]:
+    try:
+        d = json.loads(detail or "{}")
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def quiescent_divergence(history: History) -> tuple[int, list[QuiescentDivergence]]:
+    """(points judged, members that differed from the master at one of them)."""
+    points = 0
+    out: list[QuiescentDivergence] = []
+    for r in history.nemesis:
+        if r.action != QUIESCENT:
+            continue
+        d = _detail(r.detail)
+        master, digests = d.get("master"), d.get("digests") or {}
+        if master not in digests:
+            continue
+        points += 1
+        ref = digests[master]
+        out += [QuiescentDivergence(r.ts, n, dg, master, ref) for n, dg in sorted(digests.items()) if dg != ref]
+    return points, out
+
+
+def _throttling(history: History, end: float) -> list[tuple[float, float]]:
+    """Intervals in which some node throttled producers."""
+    since: dict[str, float] = {}
+    out: list[tuple[float, float]] = []
+    for e in history.node_events:
+        if e.event == "throttle":
+            on = bool(e.fields.get("on"))
+            if on and e.node not in since:
+                since[e.node] = e.ts
+            elif not on and e.node in since:
+                out.append((since.pop(e.node), e.ts))
+        elif e.event in ("started", "stopped") and e.node in since:
+            out.append((since.pop(e.node), e.ts))
+    out += [(t, end) for t in since.values()]
+    return sorted(out)
+
+
+def unavailability(history: History, queue_policies: dict[str, str] | None = None,
+                   policy: str | None = None, bound: float = AVAILABILITY_BOUND
+                   ) -> tuple[float, list[Unavailable]]:
+    """(seconds judged, unavailable windows). ``policy`` / ``queue_policies``: the cluster's and
+    the queues' own; sends to an ``all`` queue are judged only while everyone is healthy. Without
+    ``policy`` every send is judged as a non-``all`` one (the caller filters by ``everyone``)."""
+    lines = [r for r in history.nemesis if r.action == HEALTH]
+    if not lines:
+        return 0.0, []
+    end = history.end
+    qp = dict(queue_policies or {})
+    sends = [op for op in history.ops if op.op == SEND]
+    oks = sorted(op.completed for op in sends if op.outcome == OK and op.completed is not None)
+    throttled = _throttling(history, end)
+    judged_s = 0.0
+    out: list[Unavailable] = []
+    for i, r in enumerate(lines):
+        d = _detail(r.detail)
+        if not d.get("judged"):
+            continue
+        stop = lines[i + 1].ts if i + 1 < len(lines) else end
+        start = r.ts + bound
+        if stop <= start:
+            continue
+        judged_s += stop - start
+        healthy = tuple(d.get("healthy") or ())
+        everyone = bool(d.get("everyone"))
+        after: dict[str, float] = {}
+        for op in sends:
+            t = op.ts
+            if t < start or t < after.get(op.queue, -1.0):
+                continue
+            if t + bound > stop:
+                break
+            if not everyone and policy is not None and qp.get(op.queue, policy) == "all":
+                continue
+            k = bisect.bisect_left(oks, t)
+            if k < len(oks) and oks[k] <= t + bound:
+                continue
+            if any(a < t + bound and t < b for a, b in throttled):
+                continue
+            out.append(Unavailable(t, t + bound, op.op_id, op.queue, healthy, r.ts, everyone))
+            after[op.queue] = t + bound
+    return judged_s, out
