@@ -115,7 +115,8 @@ def unavailability(history: History, queue_policies: dict[str, str] | None = Non
         return 0.0, []
     end = history.end
     qp = dict(queue_policies or {})
-    sends = [op for op in history.ops if op.op == SEND]
+    sends = [op for op in history.ops if op.op == SEND]      # ordered by invocation
+    send_ts = [op.ts for op in sends]
     oks = sorted(op.completed for op in sends if op.outcome == OK and op.completed is not None)
     throttled = _throttling(history, end)
     judged_s = 0.0
@@ -132,12 +133,11 @@ def unavailability(history: History, queue_policies: dict[str, str] | None = Non
         healthy = tuple(d.get("healthy") or ())
         everyone = bool(d.get("everyone"))
         after: dict[str, float] = {}
-        for op in sends:
+        for j in range(bisect.bisect_left(send_ts, start), bisect.bisect_right(send_ts, stop - bound)):
+            op = sends[j]
             t = op.ts
-            if t < start or t < after.get(op.queue, -1.0):
+            if t < after.get(op.queue, -1.0):
                 continue
-            if t + bound > stop:
-                break
             if not everyone and policy is not None and qp.get(op.queue, policy) == "all":
                 continue
             k = bisect.bisect_left(oks, t)
