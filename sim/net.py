@@ -49,7 +49,7 @@ class Host(Protocol):
 
 
 class Link:
-    __slots__ = ("cuts", "gen", "last", "extra_us", "down_since")
+    __slots__ = ("cuts", "gen", "last", "extra_us", "down_since", "stream_cuts")
 
     def __init__(self) -> None:
         self.cuts = 0           # active faults cutting this link (it is up when 0)
@@ -57,6 +57,7 @@ class Link:
         self.last = [0, 0]      # per plane: the latest delivery time scheduled (FIFO)
         self.extra_us = [0, 0]  # per plane: extra latency from active delay faults
         self.down_since: int | None = None   # when it was cut, while it is
+        self.stream_cuts = 0    # active faults cutting the stream plane only (Raft still up)
 
 
 class Network:
@@ -82,7 +83,7 @@ class Network:
         link = self.links[(src, dst)]
         self.sent += 1
         dnode = self.world.nodes.get(dst)
-        if link.cuts or dnode is None or not dnode.alive:
+        if link.cuts or (link.stream_cuts and plane == STREAM) or dnode is None or not dnode.alive:
             # nothing is queued for a peer that is not connected (ZMQ_IMMEDIATE)
             self.lost += 1
             return False
@@ -132,6 +133,17 @@ class Network:
         if not link.cuts:
             link.down_since = None
 
+    def cut_stream(self, a: str, b: str) -> None:
+        """Cut the stream plane of a->b only (its proxy drops the connection, Raft's stays):
+        frames in flight on the link are lost (on Raft too: its retries cover that)."""
+        link = self.links[(a, b)]
+        link.stream_cuts += 1
+        link.gen += 1
+
+    def restore_stream(self, a: str, b: str) -> None:
+        link = self.links[(a, b)]
+        link.stream_cuts = max(0, link.stream_cuts - 1)
+
     def down_for(self, a: str, b: str) -> int:
         """How long (µs) the link a->b has been cut; 0 while it is up."""
         link = self.links[(a, b)]
@@ -149,5 +161,6 @@ class Network:
             if link.cuts:
                 link.cuts = 0
                 link.down_since = None
+            link.stream_cuts = 0
             link.extra_us = [0, 0]
         self.drop = self.dup = 0.0

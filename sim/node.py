@@ -94,7 +94,7 @@ class JournalSpec:
 class SimNode:
     def __init__(self, world: "World", name: str, names: list[str], incarnation: int, *,
                  policy: AckPolicy, forward: bool, timing: Timing, limits: Limits, log_limit_bytes: int,
-                 chunk_records: int,
+                 chunk_records: int, transfer_window: int = 8,
                  bugs: frozenset[str], rng: random.Random, disk: Durable | None = None,
                  journal: JournalSpec | None = None, data: SimDisk | None = None,
                  disk_rng: random.Random | None = None):
@@ -117,7 +117,7 @@ class SimNode:
             return Storage(clock, IdSource(rng.getrandbits(64)))
 
         settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=limits,
-                                transfer=TransferSettings(chunk_records=chunk_records),
+                                transfer=TransferSettings(chunk_records=chunk_records, window=transfer_window),
                                 log_limit_bytes=log_limit_bytes, journal=journal is not None,
                                 **({"snapshot_min_bytes": journal.snapshot_min_bytes} if journal else {}))
         restarted = disk is not None      # its Raft state says it was a member

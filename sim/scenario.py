@@ -60,6 +60,23 @@ FAULT_WEIGHTS: dict[str, int] = {
 
 FSYNC_POLICIES = ("always", "interval", "never")
 
+# Rare paths (issue 19), drawn apart from everything else (the "rare:" generator), each with its
+# own probability per seed, so that a seed without them draws what it always drew:
+# * "chain": quick successive failovers. Each step isolates the master of the moment and heals the
+#   one isolated by the step before, so that the deposed master, still holding its tail, answers
+#   the next master's sync; with a "lead" (its stream cut, Raft up) before its isolation, a
+#   master keeps serving for that long with no replica taking its batches: under `none` (and
+#   under `one`, which keeps one replica's stream) an unacknowledged tail of seconds.
+# * "tail": a chain whose first lead lasts 1.5-5 s (the long deposed tail).
+# * "busy": state transfers that run while the master keeps writing: a grown state (fewer
+#   receives and deletes), chunks of 1-2 records, a transfer window of 1-2 chunks, a small
+#   replication log, and replica crashes late in the run, so a restarted replica's transfer
+#   spans many pumps while the log moves.
+# Chains take up to ~15 s: they are played only with a fault window of CHAIN_MIN_WINDOW or more
+# (the default 60-second scenarios), so that short scenarios keep their density of ordinary faults.
+RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3}
+CHAIN_MIN_WINDOW = 20.0
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -103,6 +120,8 @@ class Scenario:
     fsync_ms: tuple[float, float] = (0.2, 2.0)   # an fsync's latency, uniform in [lo, hi]
     snapshot_min_bytes: int = 64 * 1024 * 1024   # compaction threshold (CoreSettings)
     segment_bytes: int = 64 * 1024 * 1024        # a journal segment's size before a new one
+    transfer_window: int = 8         # snapshot chunks in flight (TransferSettings.window)
+    rare: tuple[str, ...] = ()       # the rare paths this seed plays (RARE_PROBABILITY)
 
     def names(self) -> list[str]:
         return [f"n{i + 1}" for i in range(self.nodes)]
@@ -113,6 +132,7 @@ class Scenario:
         d["base_delay_ms"] = list(self.base_delay_ms)
         d["bugs"] = list(self.bugs)
         d["fsync_ms"] = list(self.fsync_ms)
+        d["rare"] = list(self.rare)
         return d
 
     def dumps(self) -> str:
@@ -126,6 +146,7 @@ class Scenario:
         d["bugs"] = tuple(d.get("bugs", ()))
         if "fsync_ms" in d:
             d["fsync_ms"] = tuple(d["fsync_ms"])
+        d["rare"] = tuple(d.get("rare", ()))
         return cls(**d)
 
 
@@ -137,9 +158,11 @@ CRASH_POLICIES = ("safe", "any")
 
 def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
              bugs: tuple[str, ...] | frozenset[str] = (), faults: bool = True,
-             crash_policy: str = "any", journal: bool | None = None, fsync: str | None = None) -> Scenario:
+             crash_policy: str = "any", journal: bool | None = None, fsync: str | None = None,
+             rare: tuple[str, ...] | None = None) -> Scenario:
     """The scenario of ``seed``. ``nodes`` / ``policy`` None: drawn from the seed too, and so are
-    ``journal`` (half the seeds have one) and ``fsync`` (mostly always) when None."""
+    ``journal`` (half the seeds have one) and ``fsync`` (mostly always) when None, and the rare
+    paths (``rare``: a subset of RARE_PROBABILITY's keys) when None."""
     rng = random.Random(f"scenario:{seed}")
     n = nodes if nodes is not None else rng.choice((3, 3, 3, 5))
     pol = policy if policy is not None else rng.choice(POLICIES)
@@ -202,13 +225,58 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                                       {"stagger_ms": jr.choice((0, 200, 1000, 3000)),
                                        "busy": jr.random() < 0.6}))
             schedule.sort(key=lambda f: f.at)
+    # The rare paths, from a generator of their own (as the journal's).
+    rr = random.Random(f"rare:{seed}")
+    drawn = tuple(k for k in sorted(RARE_PROBABILITY) if rr.random() < RARE_PROBABILITY[k])
+    plays = drawn if rare is None else tuple(sorted(rare))
+    if any(k not in RARE_PROBABILITY for k in plays):
+        raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
+    transfer_window = 8
+    window = fault_end - fault_start
+    plays = tuple(k for k in plays if faults and window > 2.0 and (k == "busy" or window >= CHAIN_MIN_WINDOW))
+    if plays:
+        for k in plays:
+            if k in ("tail", "chain"):
+                schedule.append(_chain(rr, k, fault_start, fault_end, n, pol))
+        if "tail" in plays:
+            # every client writes into the tail: none waits on a queue of a stricter policy
+            queue_policy = None
+        if "busy" in plays:
+            for m in ("receive", "receive_fifo", "delete"):
+                mix[m] = round(mix[m] * 0.25, 3)
+            chunk_records = rr.choice((1, 2))
+            transfer_window = rr.choice((1, 2))
+            log_limit_bytes = 8 * 1024
+            names = [f"n{i + 1}" for i in range(n)]
+            for _ in range(rr.choice((1, 2))):
+                at = round(rr.uniform(fault_start + (fault_end - fault_start) / 2, fault_end - 1.0), 3)
+                schedule.append(Fault(at, "crash", round(rr.uniform(0.3, 2.0), 3), rr.choice(names)))
+        schedule.sort(key=lambda f: f.at)
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
         faults=tuple(schedule), clients=clients, think_ms=think_ms, mix=mix, fifo_groups=fifo_groups,
         base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
         bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward,
         throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches, queue_policy=queue_policy,
-        **jextra)
+        transfer_window=transfer_window, rare=plays, **jextra)
+
+
+def _chain(rng: random.Random, kind: str, lo: float, hi: float, n: int, policy: str) -> Fault:
+    """Quick successive failovers (see RARE_PROBABILITY): ``steps`` isolations of the master of
+    the moment, ``gap_s`` apart (more than a failover takes, so each builds an epoch), each
+    after ``lead_s`` with the master's stream cut (0: none); the last is healed after ``hold_s``.
+    ``keep_one``: one replica's stream stays up during a lead (policy `one` then still commits)."""
+    steps = rng.choice((2, 3)) if kind == "tail" else rng.choice((3, 3, 4))
+    lead = [round(rng.uniform(1.5, 5.0), 3) if (kind == "tail" and i == 0) else
+            rng.choice((0.0, 0.0, round(rng.uniform(0.2, 1.0), 3))) for i in range(steps)]
+    # a deposed tail is longer than the next epoch's log only if the next master serves briefly
+    gaps = [round(rng.uniform(0.5, 1.5) if kind == "tail" else rng.uniform(1.0, 2.5), 3) for _ in range(steps - 1)]
+    hold = round(rng.uniform(0.5, 3.0), 3)
+    # it starts early enough to end in the fault window, a failover (~1 s) per step included
+    length = sum(lead) + sum(gaps) + steps * 1.0 + hold
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "chain", round(sum(lead) + sum(gaps) + hold, 3), "master",
+                 {"kind": kind, "lead_s": lead, "gap_s": gaps, "hold_s": hold, "keep_one": policy == "one"})
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:

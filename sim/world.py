@@ -18,6 +18,7 @@ when the cluster never converged after healing.
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import random
 import time
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cluster.checker import check, parse_lines, to_line
+from cluster.checker.during import HEALTH, QUIESCENT
 from cluster.checker.schema import DigestRecord, History, NemesisEvent, NodeEvent, Record
 from cluster.config import Timing
 from cluster.node_core import POLICY_TAG
@@ -46,6 +48,10 @@ EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps l
 DRAIN_MAX_US = 60_000_000         # the drain gives up after this long
 HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majority keeps office this long
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
+PROBE_US = 100_000                # the health probe's period (fault starts are probed at once too)
+QUIESCE_SETTLE_US = 500_000       # every member healthy this long before a quiescent point is judged
+QUIESCE_CALM_US = 10_000_000     # in calm stretches one quiescent point per this long (each costs a digest
+                                  # per member: ~14 ms on a grown state); the first after each fault at once
 
 
 class _StorageClock:
@@ -130,6 +136,22 @@ class World:
         self._writers: list[Any] = []
         self._cut_when_busy: Fault | None = None
         self._cuts_done: list[Fault] = []
+        # Judged during the run (cluster/checker/during.py): the healthy set last written, since
+        # when every member has been healthy, the last quiescent point, the flapping links.
+        self._health: tuple | None = None
+        self._everyone_since: int | None = None
+        self._last_quiescent = -QUIESCE_CALM_US
+        self._quiesce_due = True         # a fault touched someone since the last quiescent point
+        self.quiescent_points = 0
+        self._flapping: dict[tuple[str, str], int] = {}
+        # Reach of the rare paths (sim/README.md, "Rare paths"): epochs seen, the members'
+        # positions when each sync started, sync decisions by what their positions held,
+        # transfers (sent) and those during which the sender's log moved.
+        self.epochs: set[int] = set()
+        self._sync_pos: dict[str, dict[str, tuple[int, int]]] = {}
+        self._transfer_at: dict[tuple[str, str], int] = {}
+        self.reach = {"syncs": 0, "syncs_multi_epoch": 0, "syncs_older_longer": 0, "syncs_order_matters": 0,
+                      "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0}
         sc = scenario
         self.journal = JournalSpec(sc.fsync, sc.fsync_interval_ms * 1000,
                                    (int(sc.fsync_ms[0] * 1000), int(sc.fsync_ms[1] * 1000)),
@@ -151,8 +173,42 @@ class World:
 
     def record(self, r: Record) -> None:
         self.records.append(r)
-        if r.event == "deactivated":
+        ev = r.event
+        if ev == "deactivated":
             self._deactivations[r.node] = self._deactivations.get(r.node, 0) + 1
+        elif ev in _REACH_EVENTS:
+            self._reach(r)
+
+    def _reach(self, r: Any) -> None:
+        """Counts how often a run reached the rare paths (observed from outside the cores)."""
+        ev, f = r.event, r.fields
+        if ev == "view":
+            self.epochs.add(f.get("epoch"))
+        elif ev == "sync_started":
+            self._sync_pos[r.node] = {n: (x.core.replication.log.last_epoch, x.core.replication.log.last_seq)
+                                      for n, x in self.nodes.items() if x.alive}
+        elif ev == "synced":
+            snap = self._sync_pos.pop(r.node, {})
+            answered = {r.node, *(f.get("positions") or {}), *(f.get("divergent") or ())}
+            pos = [snap[n] for n in sorted(answered) if n in snap]
+            self.reach["syncs"] += 1
+            if len({e for e, _ in pos}) > 1:
+                self.reach["syncs_multi_epoch"] += 1
+            if any(ea < eb and sa > sb for ea, sa in pos for eb, sb in pos):
+                self.reach["syncs_older_longer"] += 1
+            if pos and max(pos) != max(pos, key=lambda p: (p[1], p[0])):
+                self.reach["syncs_order_matters"] += 1
+        elif f.get("direction") == "sent":
+            key = (r.node, f.get("peer"))
+            if ev == "transfer_started":
+                self._transfer_at[key] = f.get("at_seq") or 0
+            elif key in self._transfer_at:
+                at = self._transfer_at.pop(key)
+                node = self.nodes.get(r.node)
+                self.reach["transfers"] += 1
+                self.reach["transfer_records_max"] = max(self.reach["transfer_records_max"], f.get("records") or 0)
+                if node is not None and node.core.replication.log.last_seq > at:
+                    self.reach["transfers_log_moved"] += 1
 
     def run(self) -> None:
         sc = self.sc
@@ -164,6 +220,7 @@ class World:
             self.at(int(f.at * 1e6), self._fault, f)
         self.at(int(sc.fault_end * 1e6), self._heal)
         self.at(int(sc.duration * 1e6), self._stop_clients)
+        self.at(PROBE_US, self._probe)
         heap = self._heap
         pop = heapq.heappop
         limit = int((sc.duration + 120) * 1e6)
@@ -191,7 +248,8 @@ class World:
                            limits=Limits(throttle_lag_batches=self.sc.throttle_lag_batches,
                                          throttle_lag_ms=self.sc.throttle_lag_ms),
                            log_limit_bytes=self.sc.log_limit_bytes,
-                           chunk_records=self.sc.chunk_records, bugs=self.bugs,
+                           chunk_records=self.sc.chunk_records, transfer_window=self.sc.transfer_window,
+                           bugs=self.bugs,
                            rng=random.Random(f"node:{self.sc.seed}:{name}:{inc}"),
                            disk=self.disks.get(name), **jextra)
         except JournalDamaged as e:
@@ -323,6 +381,75 @@ class World:
         return all(r["acked_seq"] == last
                    for r in m.core.replication.master_core.status(self.now_ms)["replicas"].values())
 
+    # --- judged during the run (cluster/checker/during.py) ------------------------------------
+
+    def _probe(self) -> None:
+        if self.drain_started_us is not None or self.finished:
+            return
+        self._check_health()
+        self._quiescent()
+        self.at(self.now + PROBE_US, self._probe)
+
+    def _healthy(self) -> tuple[str, ...]:
+        """The largest set of nodes that are up, not paused or catching up (no transfer coming
+        in), and connected to each other both ways on both planes without extra latency or
+        flapping, while no link loses or doubles frames; of several, one holding the master."""
+        net = self.net
+        if net.drop or net.dup:
+            return ()
+        cand = []
+        for n in self.names:
+            node = self.nodes.get(n)
+            if n in self.down or n in self.paused or node is None or not node.alive \
+                    or node.core.replication.receiver is not None:
+                continue
+            cand.append(n)
+        links, flapping = net.links, self._flapping
+        bad = {(a, b) for a in cand for b in cand if a != b
+               and ((lk := links[(a, b)]).cuts or lk.stream_cuts or lk.extra_us[0] or lk.extra_us[1]
+                    or (a, b) in flapping)}
+        if not bad:
+            return tuple(cand)
+        m = self.master()
+        quorum = len(self.names) // 2 + 1
+        for size in range(len(cand) - 1, quorum - 1, -1):
+            found = [c for c in itertools.combinations(cand, size)
+                     if not any((a, b) in bad for a in c for b in c if a != b)]
+            if found:
+                return next((c for c in found if m is not None and m.name in c), found[0])
+        return ()
+
+    def _check_health(self) -> None:
+        healthy = self._healthy()
+        everyone = len(healthy) == len(self.names)
+        if everyone:
+            if self._everyone_since is None:
+                self._everyone_since = self.now
+        else:
+            self._everyone_since = None
+            self._quiesce_due = True
+        m = self.master()
+        judged = len(healthy) > len(self.names) // 2 and (m is None or m.name in healthy)
+        state = (healthy, judged)
+        if state != self._health:
+            self._health = state
+            self._nemesis("", HEALTH, {"healthy": list(healthy), "judged": judged, "everyone": everyone})
+
+    def _quiescent(self) -> None:
+        """Every member healthy for a while and the stream idle: all digests must be the master's."""
+        if self._everyone_since is None or self.now - self._everyone_since < QUIESCE_SETTLE_US \
+                or (not self._quiesce_due and self.now - self._last_quiescent < QUIESCE_CALM_US) \
+                or not self._converged():
+            return
+        m = self.master()
+        if m is None or m.core.replication.master_core is None or m.core.replication.master_core._staged:
+            return
+        self._last_quiescent = self.now
+        self._quiesce_due = False
+        self.quiescent_points += 1
+        self._nemesis("", QUIESCENT, {"master": m.name,
+                                      "digests": {n: self.nodes[n].core.storage.digest() for n in self.names}})
+
     # --- the nemesis ----------------------------------------------------------------------------
 
     def _nemesis(self, node: str, action: str, detail: Any = None) -> None:
@@ -406,6 +533,8 @@ class World:
         elif kind == "flap":
             a, b = f.params["a"], f.params["b"]
             self._nemesis("", "flap", {"a": a, "b": b, "period_ms": f.params["period_ms"]})
+            for k in ((a, b), (b, a)):
+                self._flapping[k] = self._flapping.get(k, 0) + 1
             self._flap(a, b, int(f.params["period_ms"] * 1000), end, False, self._office())
         elif kind == "delay":
             us = int(f.params["extra_ms"] * 1000)
@@ -437,6 +566,69 @@ class World:
             net.dup = max(self._dups)
             self._nemesis("", "dup", f.params)
             self.at(end, self._undup, f.params["dup"])
+        elif kind == "chain":
+            self._chain(f, 0, None)
+            return
+        self._check_health()
+
+    # --- quick successive failovers (scenario._chain) -------------------------------------------
+
+    def _chain(self, f: Fault, step: int, prev: tuple[str, list] | None, expected: str | None = None) -> None:
+        """Step ``step``: cut the stream of the master of the moment for its lead (it keeps
+        office through Raft and serves, its batches reaching nobody), then isolate it. The
+        step after waits for the next master, then lets it serve for its gap (sim/scenario.py
+        _chain) before it deposes that one in turn."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None or (prev is not None and m.name == prev[0]) or (expected is not None and m.name != expected):
+            self._chain_next(f, step, prev, 0)
+            return
+        self._last_fault_at = self.now
+        name = m.name
+        lead = f.params["lead_s"][step]
+        others = [o for o in self.names if o != name]
+        if f.params.get("keep_one") and len(others) > 1:
+            others = others[1:]
+        links = [(name, o) for o in others] + [(o, name) for o in others] if lead > 0 else []
+        for a, b in links:
+            self.net.cut_stream(a, b)
+        if links:
+            self._nemesis(name, "stream_cut", {"links": [list(x) for x in links], "lead_s": lead})
+        self._check_health()
+        self.at(self.now + int(lead * 1e6), self._chain_isolate, f, step, prev, name, links)
+
+    def _chain_next(self, f: Fault, step: int, prev: tuple[str, list] | None, tries: int) -> None:
+        """Wait (up to 5 s) for a master other than the one isolated last; give up the chain
+        (healing the isolation it holds) if none comes."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is not None and (prev is None or m.name != prev[0]):
+            self.at(self.now + int(f.params["gap_s"][step - 1] * 1e6), self._chain, f, step, prev, m.name)
+        elif tries < 50:
+            self.at(self.now + 100_000, self._chain_next, f, step, prev, tries + 1)
+        elif prev is not None:
+            self._restore_links(prev[1], "chain", None)
+
+    def _chain_isolate(self, f: Fault, step: int, prev: tuple[str, list] | None, name: str,
+                       stream: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        self._last_fault_at = self.now
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        links = [(name, o) for o in self.names if o != name] + [(o, name) for o in self.names if o != name]
+        for a, b in links:
+            self.net.cut(a, b)
+        self._nemesis(name, "isolate", {"links": [list(x) for x in links], "chain_step": step})
+        if prev is not None:
+            self._restore_links(prev[1], "chain", None)
+        if step + 1 < len(f.params["lead_s"]):
+            self.at(self.now + 100_000, self._chain_next, f, step + 1, (name, links), 0)
+        else:
+            self.at(self.now + int(f.params["hold_s"] * 1e6), self._restore_links, links, "chain", None)
+        self._check_health()
 
     def _links_of(self, f: Fault) -> list[tuple[str, str]]:
         names = self.names
@@ -462,10 +654,15 @@ class World:
     def _flap(self, a: str, b: str, period: int, end: int, is_cut: bool, office: tuple | None) -> None:
         if self.healed:
             return
+        fl = self._flapping
         if is_cut:
             self.net.restore(a, b)
             self.net.restore(b, a)
         if self.now >= end:
+            for k in ((a, b), (b, a)):
+                fl[k] -= 1
+                if not fl[k]:
+                    del fl[k]
             self._judge_heal("flap", office)
             return
         if not is_cut:
@@ -497,7 +694,8 @@ class World:
         """No fault in play: every link up and unslowed, nothing lost or doubled, every node up."""
         net = self.net
         return (not self.down and not self.paused and not net.drop and not net.dup
-                and all(not link.cuts and not any(link.extra_us) for link in net.links.values()))
+                and all(not link.cuts and not link.stream_cuts and not any(link.extra_us)
+                        for link in net.links.values()))
 
     def _judge_heal(self, kind: str, office: tuple | None) -> None:
         """A master that kept its majority through a cut (active at its start and at the heal,
@@ -631,12 +829,16 @@ class World:
         self.net.heal_all()
         self._drops.clear()
         self._dups.clear()
+        self._flapping.clear()
         self.healed = True
         self._nemesis("", "heal", "all faults stop")
         for name in sorted(self.paused):
             self._resume(name)
         for name in sorted(self.down):
             self._restart(name)
+
+
+_REACH_EVENTS = frozenset(("view", "sync_started", "synced", "transfer_started", "transfer_finished"))
 
 
 def view_failures(records: list[Record]) -> list[str]:
@@ -745,7 +947,8 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
     stats = {"events": w.events, "sim_end_s": w.now_s, "lines": len(lines), "bytes": len(history),
              "ops": sum(1 for r in w.records if r.event == "client_op"),
              "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
-             "heals_judged": w.heal_checks,
+             "heals_judged": w.heal_checks, "quiescent_judged": verdict.quiescent_points,
+             "availability_judged_s": verdict.availability_judged_s, "epochs": len(w.epochs), **w.reach,
              **({"power_cuts": len(w.power_cuts), "excused": excused,
                  "fsyncs": sum(x.fsyncs for x in w._writers), "snapshots": sum(x.snapshots for x in w._writers),
                  "snapshots_refused": sum(len(x.refused) for x in w._writers),

@@ -16,7 +16,7 @@ DURATION = 20.0
 def test_the_tag_makes_a_weak_cluster_keep_that_queues_messages():
     # Seed 8 under policy none loses acknowledged sends of the standard queue; tagged majority,
     # the same run keeps every one of them.
-    base = generate(8, duration=DURATION, policy="none", journal=False)
+    base = generate(8, duration=DURATION, policy="none", journal=False, rare=())
     untagged = simulate(replace(base, queue_policy=None), strict=True)
     assert untagged.ok, "policy none promises nothing about the data"
     assert [x for x in untagged.verdict.lost if x.queue == STD], "the run loses sends when untagged"
@@ -26,10 +26,10 @@ def test_the_tag_makes_a_weak_cluster_keep_that_queues_messages():
 
 
 def test_the_checker_holds_the_tagged_queue_to_its_policy():
-    # (seeds 8 and 3 as they were drawn before simulated disks: without a journal)
+    # (seeds 8 and 3 as they were drawn before simulated disks and rare paths: without either)
     # early-ack under a cluster policy of one: harmless to the checker on an untagged run, a
     # failure on the queue tagged majority.
-    base = generate(3, duration=DURATION, policy="one", bugs=("early-ack",), journal=False)
+    base = generate(3, duration=DURATION, policy="one", bugs=("early-ack",), journal=False, rare=())
     planted = simulate(replace(base, queue_policy="majority"), strict=True)
     assert planted.failures and all(f.startswith(("lost", "in-window", "order")) for f in planted.failures), \
         planted.failures

@@ -1,0 +1,96 @@
+"""Issue 19's first slice in the simulator: the rare paths are drawn with a real probability and
+reach what they are for, and the rules judged during a run see what the final digests and a
+run without availability rules cannot (sim/README.md, "Judged during the run", "Rare paths")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cluster.replication.messages import AckPolicy
+from sim import generate, simulate
+from sim.scenario import RARE_PROBABILITY, Fault
+
+SEEDS = 300
+
+
+def test_each_rare_path_is_drawn_with_a_real_probability_and_chains_need_a_long_window():
+    drawn = {k: 0 for k in RARE_PROBABILITY}
+    for seed in range(SEEDS):
+        sc = generate(seed, nodes=None, policy=None)
+        for k in sc.rare:
+            drawn[k] += 1
+        assert ("chain" in {f.kind for f in sc.faults}) == bool({"tail", "chain"} & set(sc.rare))
+    for k, p in RARE_PROBABILITY.items():
+        assert 0.7 * p * SEEDS <= drawn[k] <= 1.3 * p * SEEDS, drawn
+    short = [generate(seed, duration=20.0) for seed in range(40)]
+    assert not any(f.kind == "chain" for sc in short for f in sc.faults)
+    assert any("busy" in sc.rare for sc in short)
+    # a seed that draws none is the scenario it always was
+    plain = next(s for s in range(SEEDS) if not generate(s).rare)
+    assert generate(plain) == generate(plain, rare=())
+
+
+def test_a_deposed_tail_reaches_a_sync_where_the_older_epoch_holds_the_longer_log():
+    r = simulate(generate(4, duration=30.0, policy="none", rare=("tail",), journal=False))
+    assert r.ok, r.failures
+    assert r.stats["syncs_older_longer"] >= 1 and r.stats["syncs_order_matters"] >= 1, r.stats
+
+
+def test_a_chain_builds_epochs_whose_old_tails_answer_later_syncs():
+    r = simulate(generate(4, duration=30.0, policy="majority", rare=("chain",), journal=False))
+    assert r.ok, r.failures
+    assert r.stats["epochs"] >= 4 and r.stats["syncs_multi_epoch"] >= 1, r.stats
+
+
+def test_a_busy_seed_runs_a_transfer_while_the_masters_log_moves():
+    r = simulate(generate(0, duration=30.0, policy="majority", rare=("busy",), journal=False))
+    assert r.ok, r.failures
+    assert r.stats["transfers_log_moved"] >= 1 and r.stats["transfer_records_max"] >= 100, r.stats
+
+
+def _slow_replica(policy: str):
+    """Three nodes, no faults but one: n3's links turn slow (1.5 s each way) from 4 s to 14 s;
+    flow control's bound is beyond that lag."""
+    sc = generate(7, duration=20.0, faults=False, policy=policy, journal=False)
+    links = [[a, b] for a in sc.names() for b in sc.names() if a != b and "n3" in (a, b)]
+    return replace(sc, faults=(Fault(4.0, "delay", 10.0, "", {"links": links, "extra_ms": 1500}),),
+                   throttle_lag_ms=60_000, throttle_lag_batches=10_000, queue_policy=None)
+
+
+def test_a_slow_minority_does_not_stall_majority_and_all_is_not_judged_for_it():
+    ok = simulate(_slow_replica("majority"))
+    assert ok.ok, ok.failures
+    assert ok.stats["availability_judged_s"] > 5 and ok.stats["quiescent_judged"] > 0, ok.stats
+    assert ok.verdict.final_master != "n3"
+    waits = simulate(_slow_replica("all"))
+    assert waits.ok, waits.failures        # all waits for n3, rightly
+
+
+def test_a_majority_that_waits_for_every_replica_is_unavailable(monkeypatch):
+    # the issue's example: a `majority` cluster that behaves like `all`
+    monkeypatch.setattr(AckPolicy, "required", lambda self, members, configured=0: members - 1
+                        if self is not AckPolicy.NONE else 0)
+    r = simulate(_slow_replica("majority"))
+    assert any(f.startswith("unavailable") for f in r.failures), r.failures
+
+
+def test_state_that_diverged_at_a_quiescent_point_fails_the_run(monkeypatch):
+    import sim.world as world
+    from storage.commands import CreateQueue, Namespace
+
+    probe = world.World._quiescent
+    done = []
+
+    def diverge_once(self):
+        # at 8 s a replica executes something itself, outside the protocol
+        m = self.master()
+        if not done and self.now > 8_000_000 and m is not None:
+            other = next(n for n in self.names if n != m.name)
+            self.nodes[other].core.storage.execute(CreateQueue(Namespace(), "rogue", {}))
+            done.append(other)
+        probe(self)
+
+    monkeypatch.setattr(world.World, "_quiescent", diverge_once)
+    r = simulate(generate(7, duration=20.0, faults=False, journal=False))
+    assert done
+    assert any(f.startswith("divergence at t=") and done[0] in f for f in r.failures), r.failures
