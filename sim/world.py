@@ -392,8 +392,10 @@ class World:
 
     def _healthy(self) -> tuple[str, ...]:
         """The largest set of nodes that are up, not paused or catching up (no transfer coming
-        in), and connected to each other both ways on both planes without extra latency or
-        flapping, while no link loses or doubles frames; of several, one holding the master."""
+        in, not amnesiac: a member that restarted without its state counts in no sync quorum
+        until a serving master has brought it up to date, sim/README.md bug 1), and connected
+        to each other both ways on both planes without extra latency or flapping, while no link
+        loses or doubles frames; of several, one holding the master."""
         net = self.net
         if net.drop or net.dup:
             return ()
@@ -401,7 +403,7 @@ class World:
         for n in self.names:
             node = self.nodes.get(n)
             if n in self.down or n in self.paused or node is None or not node.alive \
-                    or node.core.replication.receiver is not None:
+                    or node.core.replication.receiver is not None or node.core.replication.amnesiac:
                 continue
             cand.append(n)
         links, flapping = net.links, self._flapping

@@ -109,3 +109,46 @@ def test_a_finished_transfer_whose_acks_were_lost_completes():
     assert (sc.nodes, sc.policy) == (5, "majority")
     r = simulate(sc)
     assert r.ok, r.failures
+
+
+# Bug 11 (open; sim/README.md): found by issue 19's first sweep with the rare paths. Both tests
+# fail today (strict xfail): when the fix lands they pass, and the markers must go.
+_BUG_11 = ("MasterReplicator.replica_connected streams from acked+1 to a replica that awaits a "
+           "transfer (needs_transfer): a member holding a deposed master's divergent tail takes "
+           "the entries after it and claims the master's position over a divergent state")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.xfail(strict=True, reason=_BUG_11)
+def test_a_replica_that_awaits_a_transfer_gets_no_batches_when_it_reconnects():
+    log = ReplicationLog()
+    master = MasterReplicator("n3", 10, ("n1", "n2", "n3"), log, policy=AckPolicy.MAJORITY)
+    s = Storage(ManualClock(), IdSource(1))
+    _, m = s.execute(CreateQueue(Namespace(), "q", {}))
+    master.submit(1, m)
+    master.flush(0)
+    r = master.replicas["n2"]
+    r.positioned, r.needs_transfer, r.connected = True, True, True   # the sync found it divergent
+    master.replica_disconnected("n2", 10)
+    out = master.replica_connected("n2", 20, fresh=True)
+    assert not [a for a in out if type(a).__name__ == "Send"], out
+
+
+@pytest.mark.xfail(strict=True, reason=_BUG_11)
+def test_seed_216_a_divergent_tail_is_not_extended_by_a_reconnecting_master():
+    """Seed 216 (3 nodes, majority, journal fsync=always, rare path `tail`), its faults cut to
+    the seven that still fail: n2's tail of epoch 6 (235-239) is found divergent by n3's sync in
+    epoch 10, whose transfer to n2 is cut short (lossy, then n3 isolated by the chain); when
+    the link comes back n3, still the replication core's master of epoch 10, reconnects n2
+    and streams from seq 1: n2 acks 239 for seqs it holds by number and applies 240-246 onto
+    its own tail. Its log says (10, 246); n3's sync in epoch 11 counts it as holding 246, and
+    its state differs from the master's at every quiescent point after."""
+    from dataclasses import replace
+
+    sc = generate(216, nodes=None, policy=None)
+    keep = tuple(f for f in sc.faults if f.at in (3.096, 8.367, 13.572, 16.558, 18.849, 20.978, 23.64))
+    assert len(keep) == 7
+    r = simulate(replace(sc, faults=keep))
+    assert r.ok, r.failures
