@@ -37,6 +37,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cluster.checker.during import HEALTH, QUIESCENT
 from cluster.checker.schema import HISTORY_SUFFIXES
 
 from sim.replay import replay_command
@@ -234,6 +235,11 @@ UNION ALL SELECT 'transfer', run, bytes, duration_s FROM transfers
 """
 
 
+# Runs failing each rule judged during the run, or made a default by issue 19 (failure prefixes).
+JUDGED_RULES = (("quiescent_divergence", "divergence at t=%"), ("unavailable", "unavailable%"),
+                ("lost_deletes", "lost deletes%"), ("in_window", "in-window%"))
+
+
 def analyze(spark: Any, d: str | Path, policy: str = "majority",
             check: ShippedCallable | None = None) -> dict[str, Any]:
     """Everything the report shows, as plain data (JSON-able). A handful of Spark jobs: every
@@ -293,6 +299,9 @@ def analyze(spark: Any, d: str | Path, policy: str = "majority",
         SELECT 'fault', get_json_object(line, '$.action'), count(*) FROM events WHERE event = 'nemesis'
         GROUP BY get_json_object(line, '$.action')
         ORDER BY what, n DESC, k""")
+    rules = _rows(spark, """
+        SELECT """ + ", ".join(f"sum(CASE WHEN exists(failures, f -> f LIKE '{like}') THEN 1 ELSE 0 END) AS {k}"
+                              for k, like in JUDGED_RULES) + " FROM runs")[0]
     measures.unpersist()
     spark.table("runs").unpersist()
 
@@ -314,6 +323,10 @@ def analyze(spark: Any, d: str | Path, policy: str = "majority",
         "transfer_stats": {"n": tr["n"], "bytes_p": (tr["p"] or [])[:3] or None, "max_bytes": tr["max"],
                            "duration_p": tr["p2"], "max_s": tr["max2"]},
         "transfers": [{"bytes": v, "duration_s": v2} for v, v2 in raw.get("transfer", [])],
-        "faults": [{"action": r["k"], "n": r["n"]} for r in counts if r["what"] == "fault"],
+        "faults": [{"action": r["k"], "n": r["n"]} for r in counts
+                   if r["what"] == "fault" and r["k"] not in (HEALTH, QUIESCENT)],
+        "judged": {"quiescent_points": next((r["n"] for r in counts if r["what"] == "fault" and r["k"] == QUIESCENT), 0),
+                   "health_changes": next((r["n"] for r in counts if r["what"] == "fault" and r["k"] == HEALTH), 0),
+                   "failing_runs": {k: rules[k] or 0 for k, _ in JUDGED_RULES}},
         "events": [{"event": r["k"], "n": r["n"]} for r in counts if r["what"] == "event"],
     }

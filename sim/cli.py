@@ -53,7 +53,8 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
                    help="when crashes may happen: 'any' crash the cluster must tolerate (default), or only "
                         "'safe' ones that cannot take away a copy a majority needs")
     p.add_argument("--strict", action="store_true",
-                   help="also fail on in-window duplicates and lost deletes (checker strict mode)")
+                   help="kept for old command lines: in-window duplicates and lost deletes fail majority and "
+                        "all runs by default now")
     p.add_argument("--workload", metavar="MODULE:FUNCTION",
                    help="your own workload: a factory taking the scenario and returning an object with "
                         "queues() and draw(client), as sim/workload.py describes (module:function or "

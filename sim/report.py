@@ -190,6 +190,22 @@ def _failing_table(failing: list[dict[str, Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _judged(j: dict[str, Any]) -> str:
+    """What the rules judged during the runs saw: points and stretches judged, runs failing each."""
+    f = j.get("failing_runs") or {}
+    rows = [{"rule": "digests at quiescent points", "judged": f"{j.get('quiescent_points', 0)} points",
+             "failing": f.get("quiescent_divergence", 0)},
+            {"rule": "availability of a healthy majority", "judged": f"{j.get('health_changes', 0)} changes of the healthy set",
+             "failing": f.get("unavailable", 0)},
+            {"rule": "lost deletes (majority, all)", "judged": "every delete", "failing": f.get("lost_deletes", 0)},
+            {"rule": "in-window duplicates (majority, all)", "judged": "every delivery", "failing": f.get("in_window", 0)}]
+    body = "".join("<tr>" + f"<td>{html.escape(r['rule'])}</td><td>{html.escape(str(r['judged']))}</td>"
+                   + (f'<td class="bad">{r["failing"]}</td>' if r["failing"] else f"<td>{r['failing']}</td>") + "</tr>"
+                   for r in rows)
+    return ("<table><thead><tr><th>rule</th><th>judged</th><th>failing runs</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
 def _pct(p: Any, scale: float = 1.0, unit: str = "") -> str:
     if not p:
         return "-"
@@ -254,13 +270,17 @@ def render(a: dict[str, Any]) -> str:
 <h1>Cluster history report</h1>
 <p class="note">{html.escape(str(s.get("source")))} in <code>{html.escape(str(s.get("dir")))}</code>.
 The checker's rules are in cluster/HISTORY.md; a run fails on lost or unexpected messages, FIFO order
-violations, two active masters, divergent digests (and, in strict mode, in-window duplicates and lost deletes).</p>
+violations, in-window duplicates and lost deletes (these under policies majority and all), two active masters,
+divergent digests, divergence at a quiescent point and a healthy majority that answers no send
+(cluster/checker/during.py, judged where the history carries the simulator's health and quiescent lines).</p>
 {params}
 <div class="cards">{card_html}</div>
 <h2>Failing runs, shortest history first</h2>
 {_failing_table(a["failing"])}
 <p class="note">A simulated seed's command reruns it here, with the run's options, and writes its history to
 the <code>--out</code> directory (readable by <code>analyze</code>).</p>
+<h2>Judged during the runs</h2>
+{_judged(a.get("judged") or {})}
 <h2>Plots</h2>
 <div class="plots">
 <img alt="runs by policy" src="{plot_outcomes(a)}">
