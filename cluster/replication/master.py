@@ -177,7 +177,15 @@ class MasterReplicator:
         r = self.replicas.get(name)
         if r is None:
             return []
-        if fresh and r.positioned and not r.needs_transfer:
+        if r.needs_transfer:
+            # Nothing streams to a replica awaiting a transfer: its log may be a deposed
+            # master's tail, which takes our entries by seq alone and would then claim our
+            # position over a divergent state (the simulator, seed 216). The core resumes the
+            # transfer, or starts one if its sender is gone.
+            r.connected = True
+            r.last_progress_ms = now_ms
+            return [NeedsTransfer(name)]
+        if fresh and r.positioned:
             return self._reposition(r, now_ms)
         r.connected = True
         r.last_progress_ms = now_ms

@@ -111,18 +111,11 @@ def test_a_finished_transfer_whose_acks_were_lost_completes():
     assert r.ok, r.failures
 
 
-# Bug 11 (open; sim/README.md): found by issue 19's first sweep with the rare paths. Both tests
-# fail today (strict xfail): when the fix lands they pass, and the markers must go.
-_BUG_11 = ("MasterReplicator.replica_connected streams from acked+1 to a replica that awaits a "
-           "transfer (needs_transfer): a member holding a deposed master's divergent tail takes "
-           "the entries after it and claims the master's position over a divergent state")
-
-
-import pytest  # noqa: E402
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_11)
+# Bug 11 (sim/README.md): found by issue 19's first sweep with the rare paths.
 def test_a_replica_that_awaits_a_transfer_gets_no_batches_when_it_reconnects():
+    """MasterReplicator.replica_connected streamed from acked+1 to a replica that awaits a
+    transfer: a member holding a deposed master's divergent tail took the entries after it and
+    claimed the master's position over a divergent state. It asks for the transfer again now."""
     log = ReplicationLog()
     master = MasterReplicator("n3", 10, ("n1", "n2", "n3"), log, policy=AckPolicy.MAJORITY)
     s = Storage(ManualClock(), IdSource(1))
@@ -134,9 +127,9 @@ def test_a_replica_that_awaits_a_transfer_gets_no_batches_when_it_reconnects():
     master.replica_disconnected("n2", 10)
     out = master.replica_connected("n2", 20, fresh=True)
     assert not [a for a in out if type(a).__name__ == "Send"], out
+    assert [type(a).__name__ for a in out] == ["NeedsTransfer"], "the transfer goes on (or starts again)"
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_11)
 def test_seed_216_a_divergent_tail_is_not_extended_by_a_reconnecting_master():
     """Seed 216 (3 nodes, majority, journal fsync=always, rare path `tail`), its faults cut to
     the seven that still fail: n2's tail of epoch 6 (235-239) is found divergent by n3's sync in
