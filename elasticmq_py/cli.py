@@ -151,13 +151,18 @@ def _serve(args: argparse.Namespace) -> int:
     server = Server(config=config)
 
     async def start() -> None:
+        policy = None
         if config.gc == "managed":
             # a process of our own: its collector may be run for short pauses (gcpolicy.py).
             # Installed before the server starts, so that recovering a journal of a million
             # messages is not interrupted by full collections of the growing heap (each one
             # walks all of it: recovery took 20-30% longer with them).
-            GcPolicy().install()
+            policy = GcPolicy().install()
         await server.start_async()
+        if policy is not None:
+            # What start-up built is long-lived: walk it once now and freeze it, rather than in
+            # the first turn a second later, when a new master's lease may be in its way.
+            policy.run_turn()
 
     def started() -> None:
         logging.getLogger("elasticmq_py").info("dashboard: %s/ui", server.endpoint_url)
