@@ -77,7 +77,14 @@ def open_journal(durability: Durability, new_storage: Callable[[], Storage],
         journal, rec = Journal.open(OsDisk(where))
     except (OSError, RuntimeError, ValueError) as e:
         raise DataDirError(f"data-dir {durability.data_dir}: {e}") from e
-    storage, rlog = rebuild(rec, new_storage, log_limit_bytes)
+    try:
+        storage, rlog = rebuild(rec, new_storage, log_limit_bytes)
+    except Exception as e:
+        # Records whose CRC holds but whose mutations do not decode: refuse, as for damage,
+        # and let another process (or `journal check`) have the lock
+        journal.close()
+        raise DataDirError(f"data-dir {durability.data_dir}: the journal's records do not rebuild a state "
+                           f"({type(e).__name__}: {e}); see `elasticmq-py journal check`") from e
     recovered = Recovered(storage, rlog, existed, time.monotonic() - started, len(rec.entries),
                           storage.message_count(), rec.snapshot.at_seq if rec.snapshot is not None else None,
                           rec.truncated)

@@ -200,3 +200,19 @@ def test_damage_in_the_middle_refuses_to_start_until_an_operator_truncates(tmp_p
         assert len(got) < 30
     finally:
         n.stop()
+
+
+def test_records_that_pass_their_crc_but_do_not_decode_refuse_to_start(tmp_path):
+    from cluster.journal.disk import OsDisk
+    from cluster.journal.format import JournalEntry
+    from cluster.journal.journal import Journal
+
+    data = tmp_path / "data"
+    j, _ = Journal.open(OsDisk(data / "journal"))
+    j.append([JournalEntry(1, 0, b"\xc1 not a mutation")])
+    j.sync()
+    j.close()
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", "serve", "--port", "0", "--data-dir", str(data)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "the journal's records do not rebuild a state" in p.stderr, p.stderr
