@@ -226,6 +226,14 @@ class CoreSettings:
     snapshot_min_bytes: int = 64 * 1024 * 1024
 
 
+def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False) -> bool:
+    """Whether a node starts amnesiac (replication/core.py): its Raft state says it was a member
+    (``restarted``), and what it acknowledged then may be gone. Only a journal with
+    ``fsync = always`` (``fsync`` None: no journal) keeps all of it, and only a journal that was
+    there before: a lost data-dir is a lost memory."""
+    return restarted and not (fsync == "always" and journal_existed)
+
+
 class NodeCore:
     def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
                  new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,

@@ -38,7 +38,7 @@ from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
 from cluster.node_core import (
     Answer, CoreSettings, FlushDue, ForwardAnswered, ForwardFailed, NodeCore, Persist, PersistReset, Route,
-    ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn, restarts_amnesiac,
 )
 from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal
 from cluster.replication.core import StorageReplaced
@@ -101,13 +101,10 @@ class ReplicatedStorage:
         if durability is not None:
             self._journal, self.recovered = open_journal(durability, new_storage, log_limit)
             storage, rlog = self.recovered.storage, self.recovered.log
-            # Its Raft state says it was a member: what it acknowledged then is gone unless the
-            # journal kept it. Only `fsync = always` promises that (and only a journal that was
-            # there: a lost data-dir is a lost memory).
-            amnesiac = self.membership.restarted and not (durability.fsync == "always" and self.recovered.existed)
+            amnesiac = restarts_amnesiac(self.membership.restarted, durability.fsync, self.recovered.existed)
         else:
             storage, rlog = new_storage(), None
-            amnesiac = self.membership.restarted
+            amnesiac = restarts_amnesiac(self.membership.restarted, None)
         self.core = NodeCore(
             self.name, config.cluster.names, settings, storage, new_storage,
             incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, log=rlog)

@@ -49,7 +49,7 @@ from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journaling import rebuild
 from cluster.node_core import (
     Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand,
-    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft,
+    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft, restarts_amnesiac,
 )
 from cluster.replication.core import StorageReplaced, TransferSettings
 from cluster.replication.master import Limits
@@ -128,16 +128,14 @@ class SimNode:
             existed = any(n.endswith((".seg", ".snap")) for n in data.list())
             jnl, rec = Journal.open(data, segment_bytes=journal.segment_bytes)
             storage, rlog = rebuild(rec, new_storage, log_limit_bytes)
-            # as cluster/replicated.py decides it: only `fsync = always` keeps what it acked, and
-            # only a journal that was there before
-            amnesiac = restarted and not (journal.fsync == "always" and existed)
+            amnesiac = restarts_amnesiac(restarted, journal.fsync, existed)
             self.writer = _Writer(self, jnl, journal, disk_rng)
             self.recovered = {"seq": rlog.last_seq, "epoch": rlog.last_epoch, "existed": existed,
                               "snapshot_seq": rec.snapshot.at_seq if rec.snapshot is not None else None,
                               "entries": len(rec.entries), "truncated": rec.truncated, "amnesiac": amnesiac}
         else:
             storage, rlog = new_storage(), None
-            amnesiac = restarted
+            amnesiac = restarts_amnesiac(restarted, None)
         self.core = NodeCore(name, tuple(names), settings, storage, new_storage,
                              incarnation=rng.getrandbits(62), amnesiac=amnesiac, log=rlog, bugs=bugs)
         self.election = ElectionCore(name, timing, rng, now_s, bugs=bugs)
