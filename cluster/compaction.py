@@ -23,6 +23,7 @@ from typing import Any, Iterator
 from storage import Storage
 from storage.codec import encode_many
 
+from cluster import decisions
 from cluster.replication.log import ReplicationLog
 
 STEP_BYTES = 1024 * 1024      # ~20 MB/s at a 50 ms tick: 1M messages (~200 MB) in about 10 s
@@ -87,4 +88,6 @@ class Compactor:
             blobs.append(encode_many(batch))
         self._read = None
         self.last_bytes = sum(len(b) for b in blobs)
+        if decisions.ON:
+            decisions.note("compaction.snapshot_position", log.last_seq != at_seq)
         return Snapshot(at_seq, at_epoch, log.last_seq, tuple(blobs))

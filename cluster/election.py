@@ -49,6 +49,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from cluster import decisions
 from cluster.config import Timing
 from cluster.lease import VoteGuard, majority
 from cluster.plantable import check_bugs
@@ -268,6 +269,8 @@ class ElectionCore:
             granted = (state.role != LEADER
                        and now - self.guard.last_contact >= self.timing.election_min
                        and (message.last_term, message.last_index) >= (state.last_term, state.last_index))
+            if decisions.ON:
+                self._note_pre_vote(message, now, state, granted)
             if granted:
                 self.pre_votes_granted += 1
             else:
@@ -299,6 +302,8 @@ class ElectionCore:
             return []
         if kind == VOTE_REQUEST:
             leading = state.role == LEADER
+            if decisions.ON:
+                self._note_vote(now, leading, term, state)
             if not self.guard.allows_vote(now, leading):
                 self.votes_dropped += 1
                 return []
@@ -354,6 +359,9 @@ class ElectionCore:
 
     def _count(self, now: float, state: RaftState) -> list[Action]:
         r = self.round
+        if decisions.ON and r is not None:
+            # standing with one grant fewer: a node cut off with a minority would stand
+            decisions.note("election.pre_vote_count", len(r.granted) + 1 == majority(len(state.peers) + 1))
         if r is None or len(r.granted) < majority(len(state.peers) + 1):
             return []
         # Stand beyond every term a voter holds: a vote request of a lower term is ignored.
@@ -385,6 +393,25 @@ class ElectionCore:
             return []
         self._said = reason
         return [NotStanding(reason)]
+
+    def _note_pre_vote(self, m: PreVote, now: float, state: RaftState, granted: bool) -> None:
+        """election.pre_vote_contact (granted despite a live leader) and election.pre_vote_log
+        (logs compared as (index, term)): decisions.py."""
+        not_leader = state.role != LEADER
+        no_contact = now - self.guard.last_contact >= self.timing.election_min
+        log_ok = (m.last_term, m.last_index) >= (state.last_term, state.last_index)
+        decisions.note("election.pre_vote_contact", (not_leader and log_ok) != granted)
+        swapped = (m.last_index, m.last_term) >= (state.last_index, state.last_term)
+        decisions.note("election.pre_vote_log", (not_leader and no_contact and swapped) != granted)
+
+    def _note_vote(self, now: float, leading: bool, term: int, state: RaftState) -> None:
+        """election.vote_guard (a guard that lets every vote through, start-up quiet kept) and
+        election.leader_fence (a leader that hands a higher-term request to Raft at once)."""
+        g = self.guard
+        quiet = now - g.started_at < g.startup_quiet
+        decisions.note("election.vote_guard", not leading and not quiet and now - g.last_contact < g.guard)
+        if g.allows_vote(now, leading):
+            decisions.note("election.leader_fence", leading and term > max(state.term, self._passed_term))
 
     def _timeout(self) -> float:
         return self.rng.uniform(self.timing.election_min, self.timing.election_max)

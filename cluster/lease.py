@@ -109,6 +109,16 @@ class LeaseTracker:
         q = self.quorum_stamp(members)
         return None if q is None else q + self.duration
 
+    def arrival_expiry(self, members: frozenset[str]) -> float | None:
+        """decisions.py's lease.expiry: the lease as a bug would run it, from when the acks of a
+        majority arrived rather than from the stamps they carry (a paused leader's queued acks
+        would renew it)."""
+        need = majority(len(members)) - (1 if self.self_name in members else 0)
+        if need <= 0:
+            return float("inf")
+        got = sorted((self.received[p] for p in members if p in self.received and p != self.self_name), reverse=True)
+        return got[need - 1] + self.duration if len(got) >= need else None
+
     def reachable(self, members: frozenset[str], now: float, suspect: float) -> frozenset[str]:
         alive = {p for p in members if p != self.self_name and now - self.received.get(p, float("-inf")) < suspect}
         return frozenset(alive | {self.self_name})

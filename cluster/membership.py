@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from cluster import decisions
 from cluster.config import Timing
 from cluster.lease import LeaseTracker, majority
 
@@ -58,6 +59,9 @@ def accept_view(current: View | None, proposed: View) -> bool:
         return False
     if current is None:
         return proposed.view_id == 1
+    if decisions.ON:
+        decisions.note("membership.accept_view", proposed.view_id > current.view_id
+                       and not (proposed.view_id == current.view_id + 1 and current.epoch <= proposed.epoch))
     return proposed.view_id == current.view_id + 1 and proposed.epoch >= current.epoch
 
 
@@ -188,6 +192,9 @@ class MembershipCore:
         if v is None or v.master != self.self_name or v.epoch != self.term:
             return False, "view for this term not committed yet"
         expiry = self.lease.expiry(self.configured)
+        if decisions.ON:
+            arrived = self.lease.arrival_expiry(self.configured)
+            decisions.note("lease.expiry", (expiry is not None and now < expiry) != (arrived is not None and now < arrived))
         if expiry is None:
             return False, "no quorum contact in this term"
         if now >= expiry:

@@ -50,6 +50,7 @@ from storage.commands import (
 )
 from storage.errors import SqsError
 
+from cluster import decisions
 from cluster.compaction import Compactor, Snapshot
 from cluster.config import Timing
 from cluster.errors import MasterChanged, NotServing, NotStored, Throttled
@@ -309,6 +310,8 @@ class NodeCore:
             return True
         m = self.membership
         active = m.evaluate(now)[0]
+        if decisions.ON:
+            decisions.note("node.gating", not active)
         if active:
             self._active_until = m.lease_expiry()  # type: ignore[assignment]
         return active
@@ -326,6 +329,8 @@ class NodeCore:
         if not self.liveness.connected(master):
             return Refuse(f"Node {self.name} cannot reach the master {master} (its stream link is down), "
                           "so it cannot forward.")
+        if decisions.ON:
+            decisions.note("node.forward_lead", not self._heard_lead(master, now))
         if not self._heard_lead(master, now):
             # Connected, but not leading us: it lost its majority (or we are cut off from it on
             # Raft's links). Forwarding would only collect its refusal.
@@ -342,6 +347,8 @@ class NodeCore:
             # request ids restart with the forwarder's process: a new incarnation starts afresh
             seen = self._forwarded[sender] = (incarnation, set(), deque())
         _, ids, order = seen
+        if decisions.ON:
+            decisions.note("node.forward_once", ids.__contains__(request_id))
         if request_id in ids:
             return False
         ids.add(request_id)
@@ -548,6 +555,8 @@ class NodeCore:
             acks, self._acks = self._acks, {}
             durable = self.replication.durable_seq
             for to, ack in acks.items():
+                if decisions.ON and durable is not None:
+                    decisions.note("node.durable_ack", durable < ack.seq)
                 if durable is not None and ack.seq > durable:
                     # a replica acks only what its journal holds: ``persisted`` sends it then
                     self._held_acks[to] = ack

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from cluster import decisions
 from cluster.checker import check, parse_lines, to_line
 from cluster.checker.during import HEALTH, QUIESCENT
 from cluster.checker.schema import DigestRecord, History, NemesisEvent, NodeEvent, Record
@@ -73,6 +74,8 @@ class SimResult:
     failures: list[str]
     converged: bool
     stats: dict[str, Any] = field(default_factory=dict)
+    # decision coverage (cluster/decisions.py): point -> (ran, differed) over the run's cores
+    decisions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -927,8 +930,9 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
              workload: Callable[[Scenario], Workload] | None = None) -> SimResult:
     """Run one scenario and check its history (``workload``: a factory, sim/workload.py)."""
     t0 = time.perf_counter()
-    w = World(scenario, timing, workload)
-    w.run()
+    with decisions.recording() as decided:
+        w = World(scenario, timing, workload)
+        w.run()
     sim_wall = time.perf_counter() - t0
     lines = [to_line(r) for r in w.records]
     history = "\n".join(lines) + "\n"
@@ -956,4 +960,4 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
                  "snapshots_refused": sum(len(x.refused) for x in w._writers),
                  "torn_tails": sum(1 for r in w.recoveries if r.get("truncated"))} if scenario.journal else {}),
              "sim_wall_s": round(sim_wall, 4), "check_wall_s": round(time.perf_counter() - t1, 4)}
-    return SimResult(scenario.seed, scenario, history, verdict, failures, w.converged, stats)
+    return SimResult(scenario.seed, scenario, history, verdict, failures, w.converged, stats, decided)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from storage import Storage
 
+from cluster import decisions
 from cluster.plantable import check_bugs
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits, MasterReplicator
@@ -383,6 +384,8 @@ class ReplicationCore:
         master, epoch = self.following()
         if self.role != REPLICA or sender != master or frame.epoch != epoch:
             return [Rejected(sender, f"transfer request in epoch {frame.epoch} from {sender}")]
+        if decisions.ON:
+            decisions.note("transfer.empty_holder", self.amnesiac and self.log.last_seq > 0)
         if self.amnesiac and self.log.last_seq == 0:
             # restarted empty and nothing since: our state is no truth for anyone. A member that
             # restarted with a journal (fsync interval or never) is amnesiac too, yet holds the
@@ -418,6 +421,9 @@ class ReplicationCore:
         return out
 
     def _on_chunk(self, sender: str, chunk: SnapshotChunk, now_ms: int) -> list[Any]:
+        if decisions.ON:
+            taken = (sender, chunk.epoch, chunk.transfer_id)
+            decisions.note("transfer.taken_twice", taken in self._finished_transfers)
         if (sender, chunk.epoch, chunk.transfer_id) in self._finished_transfers:
             # Taken already: the sender resends because our acks were lost. Ack again (taking
             # it twice is what the set prevents): unanswered, the sender resent for ever and

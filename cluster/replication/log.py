@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from cluster import decisions
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -77,6 +79,9 @@ class ReplicationLog:
         return out or []
 
     def get(self, seq: int) -> Entry | None:
+        if decisions.ON and self._entries:
+            # a lookup that checks only the upper bound: a trimmed seq indexes from the end
+            decisions.note("log.lookup", seq < self._entries[0].seq)
         if not self._entries or not self._entries[0].seq <= seq <= self._last_seq:
             return None
         return self._entries[seq - self._entries[0].seq]

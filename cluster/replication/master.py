@@ -22,12 +22,13 @@ from typing import Iterable, Sequence
 
 from storage.codec import encode_many
 
+from cluster import decisions
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.messages import (
     Ack, Action, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Resend, Send, Synced, SyncRequest,
     SyncStatus, Throttle,
 )
-from cluster.replication.sync import Position, is_prefix_of
+from cluster.replication.sync import Position, is_prefix_of, seq_only_prefix_differs
 
 
 @dataclass
@@ -177,6 +178,8 @@ class MasterReplicator:
         r = self.replicas.get(name)
         if r is None:
             return []
+        if decisions.ON:
+            decisions.note("master.awaiting_transfer", r.needs_transfer)
         if r.needs_transfer:
             # Nothing streams to a replica awaiting a transfer: its log may be a deposed
             # master's tail, which takes our entries by seq alone and would then claim our
@@ -243,6 +246,8 @@ class MasterReplicator:
         if r.positioned:
             return []   # already streaming to it, or a transfer is under way
         r.positioned = True
+        if decisions.ON:
+            decisions.note("master.position", seq_only_prefix_differs(pos, self.log))
         if is_prefix_of(pos, self.log):
             r.acked = pos.last_seq
             r.sent = pos.last_seq
@@ -313,10 +318,26 @@ class MasterReplicator:
         so `majority` means "on disk on a majority", and a lone node answers after its fsync."""
         need = policy.required(len(self.members), self.configured)
         local = self.log.last_seq if self.local_durable is None else self.local_durable
+        if decisions.ON:
+            self._note_commit(need, local)
         if need == 0:
             return local
         acked = sorted([r.acked for r in self.replicas.values()] + [local], reverse=True)
         return acked[need] if len(acked) > need else 0
+
+    def _note_commit(self, need: int, local: int) -> None:
+        """master.commit_count (one copy fewer) and master.own_copy (the master's copy counted
+        once in memory): what ``_committed`` would say instead (decisions.py)."""
+        def committed(own: int, copies: int) -> int:
+            if copies == 0:
+                return own
+            held = sorted([r.acked for r in self.replicas.values()] + [own], reverse=True)
+            return held[copies] if len(held) > copies else 0
+        actual = committed(local, need)
+        if need > 0:
+            decisions.note("master.commit_count", committed(local, need - 1) != actual)
+        if self.local_durable is not None:
+            decisions.note("master.own_copy", committed(self.log.last_seq, need) != actual)
 
     def _completions(self) -> list[Action]:
         done: list[int] = []
@@ -339,6 +360,8 @@ class MasterReplicator:
             if r.connected and r.caught_up and not r.needs_transfer:
                 worst_batches = max(worst_batches, self.log.last_seq - r.acked)
                 worst_ms = max(worst_ms, self._lag_ms(r, now_ms))
+        if decisions.ON:
+            self._note_throttle(worst_batches, worst_ms, now_ms)
         if not self._throttling and (worst_batches > lim.throttle_lag_batches or worst_ms > lim.throttle_lag_ms):
             self._throttling = True
             return [Throttle(True)]
@@ -346,3 +369,21 @@ class MasterReplicator:
             self._throttling = False
             return [Throttle(False)]
         return []
+
+    def _note_throttle(self, worst_batches: int, worst_ms: int, now_ms: int) -> None:
+        """master.throttle_reachable: the throttle's next state if every replica counted."""
+        lim = self.limits
+
+        def after(b: int, ms: int) -> bool:
+            on = self._throttling
+            if not on and (b > lim.throttle_lag_batches or ms > lim.throttle_lag_ms):
+                return True
+            if on and b <= lim.throttle_lag_batches // 2 and ms <= lim.throttle_lag_ms // 2:
+                return False
+            return on
+        every = list(self.replicas.values())
+        alt_b = max((self.log.last_seq - r.acked for r in every), default=0)
+        # _lag_ms's lookup through ``since``, so that log.lookup counts only the real lookups
+        alt_ms = max((now_ms - held[0].created_ms for r in every for held in [self.log.since(r.acked + 1, 1)]
+                      if held), default=0)
+        decisions.note("master.throttle_reachable", after(alt_b, alt_ms) != after(worst_batches, worst_ms))

@@ -17,6 +17,7 @@ from storage import Storage
 from storage.codec import CodecError, decode_many
 from storage.mutations import Mutation
 
+from cluster import decisions
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.messages import (
     Ack, Action, Batch, Fetch, FetchMiss, Rejected, Resend, Send, SyncRequest, SyncStatus,
@@ -51,12 +52,16 @@ class ReplicaApplier:
         if isinstance(frame, SyncRequest):
             # A new master takes office: adopt its epoch (which fences the deposed one) and
             # report where our log ends.
+            if decisions.ON:
+                decisions.note("replica.sync_fence", self.epoch > frame.epoch)
             if frame.epoch < self.epoch or (frame.epoch == self.epoch and self.master not in (None, sender)):
                 return [Rejected(sender, f"sync request for epoch {frame.epoch}; we are in {self.epoch} "
                                          f"under {self.master}")]
             self.master, self.epoch = sender, frame.epoch
             self._asked_from = 0
             return [Send(sender, answer_sync(self.log, self.epoch, frame))]  # type: ignore[arg-type]
+        if decisions.ON:
+            _note_fence(self, sender, frame)
         if (sender != self.master or getattr(frame, "epoch", None) != self.epoch) \
                 and not (self.accept_stale and isinstance(frame, Batch)):
             return [Rejected(sender, f"{type(frame).__name__} from {sender} in epoch "
@@ -68,6 +73,8 @@ class ReplicaApplier:
         if not isinstance(frame, Batch):
             return [Rejected(sender, f"unexpected frame {type(frame).__name__}")]
         applied = self.log.last_seq
+        if decisions.ON:
+            decisions.note("replica.duplicate", frame.seq == applied)
         if frame.seq <= applied:
             return [Send(sender, Ack(self.epoch, applied))]
         if frame.seq > applied + 1:
@@ -85,6 +92,13 @@ class ReplicaApplier:
         """A state transfer replaced the storage: the log restarts at the snapshot's position."""
         self.log.reset(last_seq, last_epoch, blobs)
         self._asked_from = 0
+
+
+def _note_fence(applier: ReplicaApplier, sender: str, frame: object) -> None:
+    """replica.epoch_fence: a fence that lets a frame of an older epoch in (decisions.py)."""
+    epoch = getattr(frame, "epoch", None)
+    refused = sender != applier.master or epoch != applier.epoch
+    decisions.note("replica.epoch_fence", refused and epoch is not None and epoch < applier.epoch)
 
 
 def apply_entry(storage: Storage, log_: ReplicationLog, frame: Batch, now_ms: int) -> str | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from storage import Storage
 
+from cluster import decisions
 from cluster.lease import majority
 from cluster.replication.log import ReplicationLog
 from cluster.replication.messages import (
@@ -171,6 +172,8 @@ class SyncCoordinator:
             return []
         own = self.positions[self.self_name]
         self.truth = max(self.positions, key=lambda n: (self.positions[n].key, n == self.self_name))
+        if decisions.ON:
+            _note_truth(self.positions, self.self_name, self.truth)
         self._truth_pos = self.positions[self.truth]
         if self.truth == self.self_name or self._truth_pos.key <= own.key:
             self.truth = self.self_name
@@ -185,11 +188,16 @@ class SyncCoordinator:
 
     def has_quorum(self) -> bool:
         counted = sum(1 for n in self.positions if n not in self.amnesiac)
+        if decisions.ON:
+            decisions.note("sync.quorum", (self.quorum <= counted or self.everyone <= len(self.positions))
+                           != (self.quorum <= len(self.positions)))
         return counted >= self.quorum or len(self.positions) >= self.everyone
 
     def _fetched(self, sender: str, frame: Batch, now_ms: int) -> list[Action]:
         log = self.log
         if frame.seq == log.last_seq and log.last_seq:
+            if decisions.ON:
+                decisions.note("sync.fetch_verify", log.last_epoch != frame.written_epoch)
             if frame.written_epoch != log.last_epoch:
                 return self._transfer_from(sender, now_ms)   # our tail is not on the truth's history
             self._verified = True
@@ -251,9 +259,29 @@ class SyncCoordinator:
         for name, pos in sorted(self.positions.items()):
             if name == self.self_name:
                 continue
+            if decisions.ON:
+                decisions.note("sync.divergent", seq_only_prefix_differs(pos, self.log))
             if is_prefix_of(pos, self.log):
                 positions.append((name, pos.last_seq))
             else:
                 divergent.append(name)
         return [Synced(self.epoch, self.log.last_seq, tuple(positions), tuple(divergent),
                        tuple(sorted(self.amnesiac - {self.self_name})))]
+
+
+def _note_truth(positions: dict[str, Position], self_name: str, truth: str) -> None:
+    """sync.most_advanced: the truth by (last_seq, last_epoch) instead (decisions.py)."""
+    alt = max(positions, key=lambda n: ((positions[n].last_seq, positions[n].last_epoch), n == self_name))
+    decisions.note("sync.most_advanced", positions[alt].key != positions[truth].key)
+
+
+def seq_only_prefix_differs(pos: Position, log: ReplicationLog) -> bool:
+    """Whether "no longer than the log" (seq only) says prefix where ``is_prefix_of`` does not
+    (is_prefix_of's steps, with the entry read through ``since`` so that log.lookup counts
+    only the real lookups)."""
+    if pos.last_seq == 0 or pos.last_seq > log.last_seq:
+        return False
+    if pos.last_seq == log.last_seq:
+        return pos.last_epoch != log.last_epoch
+    held = log.since(pos.last_seq, 1)
+    return not held or held[0].written_epoch != pos.last_epoch

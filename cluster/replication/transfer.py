@@ -24,6 +24,7 @@ from storage import Storage
 from storage.codec import CodecError, decode_many, encode_many
 from storage.mutations import MessagesRestored
 
+from cluster import decisions
 from cluster.replication.log import ReplicationLog
 from cluster.replication.messages import Action, Rejected, Send, SnapshotAck, SnapshotChunk
 
@@ -91,6 +92,9 @@ class TransferSender:
                 if len(batch) >= self.chunk_records:
                     break
             self._exhausted = len(batch) < self.chunk_records
+            if decisions.ON and self._exhausted:
+                # the read ends here: a position taken now would miss what the read skipped
+                decisions.note("transfer.snapshot_position", self._log.last_seq != self.at_seq)
             blob = encode_many(batch)
             if batch:
                 per_record = max(1, len(blob) // len(batch))
@@ -166,6 +170,8 @@ class TransferReceiver:
             self.finished = None
             self.blobs = []
             self.received_records = self.received_bytes = 0
+        if decisions.ON:
+            decisions.note("transfer.chunk_order", chunk.index > self.expected)
         if chunk.index != self.expected:
             # a duplicate or one ahead of a lost chunk: repeat where we are, the sender resends
             return [Send(sender, SnapshotAck(self.epoch, chunk.transfer_id, self.expected - 1))]
