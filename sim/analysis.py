@@ -17,7 +17,9 @@ Measured: the checker's counts per run and in total; unavailability gaps (from t
 active-master interval to the next activation: a different node is a failover, the same node a
 lease blip); the master-change sync's duration; replication delay percentiles (from the master's
 ``replication`` lines: per connected replica, the age of its oldest unacknowledged batch); state
-transfer sizes and durations; client operation outcomes; and the failing runs, shortest history
+transfer sizes and durations; client operation outcomes; decision coverage (simulator runs: per
+decision point of the cores, how often it ran and how often its alternative differed, sim/coverage.py);
+and the failing runs, shortest history
 first (the easiest to read), each with the command that replays it (a simulated seed) or the files
 it came from (history directories).
 
@@ -304,6 +306,11 @@ def analyze(spark: Any, d: str | Path, policy: str = "majority",
                               for k, like in JUDGED_RULES) + " FROM runs")[0]
     measures.unpersist()
     spark.table("runs").unpersist()
+    decided = None
+    if source == "simulator" and "decisions" in spark.table("sim_runs").columns:
+        from sim.coverage import rows as coverage_rows, total
+
+        decided = coverage_rows(total(r[0] for r in spark.sql("SELECT decisions FROM sim_runs").toLocalIterator()))
 
     def st(kind: str) -> dict[str, Any]:
         return stats.get(kind) or {"n": 0, "p": None, "max": None, "p2": None, "max2": None}
@@ -329,4 +336,6 @@ def analyze(spark: Any, d: str | Path, policy: str = "majority",
                    "health_changes": next((r["n"] for r in counts if r["what"] == "fault" and r["k"] == HEALTH), 0),
                    "failing_runs": {k: rules[k] or 0 for k, _ in JUDGED_RULES}},
         "events": [{"event": r["k"], "n": r["n"]} for r in counts if r["what"] == "event"],
+        # decision coverage (sim/coverage.py), for simulator runs that recorded it
+        "decisions": decided,
     }

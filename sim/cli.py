@@ -131,6 +131,7 @@ def _shipped(spec: str | None) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sim.coverage import format_table
     from sim.replay import replay_command
     from sim.spark import run_seeds
 
@@ -155,6 +156,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  seed {f['seed']} ({f['lines']} history lines): {'; '.join(f['failures'])}")
     if failing:
         print(f"replay one with: {replay_command(failing[0], summary['params'])}")
+    print("decision coverage (cluster/decisions.py: how often each decision ran, and how often a plausible "
+          "alternative would have decided differently):")
+    print(format_table(summary.get("decisions") or {}))
     print(f"results: {Path(args.out) / 'runs'} (Parquet), {Path(args.out) / 'summary.json'}")
     return 1 if failing else 0
 

@@ -206,6 +206,19 @@ def _judged(j: dict[str, Any]) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
+def _decisions(rows: list[dict[str, Any]] | None) -> str:
+    """Decision coverage (sim/coverage.py): flagged points (an alternative that differed too
+    rarely, or a point never reached) in red."""
+    if rows is None:
+        return '<p class="note">not recorded (only simulator runs record it)</p>'
+    body = "".join("<tr>" + f"<td><code>{html.escape(r['point'])}</code></td><td>{r['ran']}</td>"
+                   + (f'<td class="bad">{r["differed"]} ({html.escape(r["flag"])})</td>' if r["flag"]
+                      else f"<td>{r['differed']}</td>")
+                   + f"<td>{html.escape(r['alternative'])}</td></tr>" for r in rows)
+    return ("<table><thead><tr><th>decision point</th><th>ran</th><th>alternative differed</th>"
+            f"<th>the decision, and the alternative counted</th></tr></thead><tbody>{body}</tbody></table>")
+
+
 def _pct(p: Any, scale: float = 1.0, unit: str = "") -> str:
     if not p:
         return "-"
@@ -281,6 +294,11 @@ divergent digests, divergence at a quiescent point and a healthy majority that a
 the <code>--out</code> directory (readable by <code>analyze</code>).</p>
 <h2>Judged during the runs</h2>
 {_judged(a.get("judged") or {})}
+<h2>Decision coverage</h2>
+<p class="note">Per decision point of the cores (cluster/decisions.py), over all runs: how often it ran, and how
+often a plausible one-line alternative would have decided differently. A point whose alternative differed
+fewer than 10 times is flagged: a mutant making that change would likely pass these seeds.</p>
+{_decisions(a.get("decisions"))}
 <h2>Plots</h2>
 <div class="plots">
 <img alt="runs by policy" src="{plot_outcomes(a)}">

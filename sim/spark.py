@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
+from sim.coverage import total
 from sim.scenario import generate
 from sim.shipped import ShippedCallable
 from sim.world import simulate
@@ -88,6 +89,7 @@ RUN_FIELDS = (
     ("lines", "int"), ("bytes", "long"), ("events", "long"),
     ("sim_end_s", "double"), ("wall_s", "double"), ("cpu_s", "double"), ("scenario", "string"), ("verdict", "string"),
     ("node_lines", "string"), ("history", "string"),
+    ("decisions", "string"),     # JSON: decision point -> [ran, differed] (cluster/decisions.py)
 )
 
 
@@ -132,7 +134,7 @@ def run_one(seed: int, params: dict[str, Any], workload: ShippedCallable | None 
             ops["unknown"], r.stats["lines"],
             r.stats["bytes"], r.stats["events"], r.stats["sim_end_s"], round(time.perf_counter() - t0, 4),
             round(time.process_time() - c0, 4), sc.dumps(), json.dumps(compact_verdict(v), separators=(",", ":"), default=str), node_lines,
-            r.history if keep else None)
+            r.history if keep else None, json.dumps(r.decisions, separators=(",", ":"), sort_keys=True))
 
 
 # --- fan-out ------------------------------------------------------------------------------------
@@ -232,11 +234,13 @@ def run_seeds(spark: Any, seeds: Iterable[int], out: str | os.PathLike[str] | No
     if out is None:
         rows = result["rows"]
         summary["failing"] = sorted(r[0] for r in rows if not r[5])
+        summary["decisions"] = total(r[-1] for r in rows)
         summary["rows"] = rows
     else:
         df = spark.read.parquet(str(Path(out) / "runs"))
         bad = df.where("NOT ok").select("seed", "failures", "lines").orderBy("lines").collect()
         summary["failing"] = sorted(r["seed"] for r in bad)
+        summary["decisions"] = total(r["decisions"] for r in df.select("decisions").toLocalIterator())
         summary["failing_detail"] = [{"seed": r["seed"], "failures": list(r["failures"]), "lines": r["lines"]}
                                      for r in bad[:50]]
         Path(out).mkdir(parents=True, exist_ok=True)

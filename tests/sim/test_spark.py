@@ -112,7 +112,11 @@ def test_the_commands_run_a_planted_bug_analyze_it_and_replay_a_failing_seed(spa
                         "--bug", "early-ack", "--strict", "--out", str(out), "--master", "local[2]", "--no-progress"])
     printed = capsys.readouterr().out
     assert rc == 1 and "3 seeds in" in printed and "replay one with: elasticmq-py sim replay" in printed
+    # the decision coverage table (sim/coverage.py): every point, with its counts over the sweep
+    assert "decision coverage" in printed and "master.commit_count" in printed and "sync.most_advanced" in printed
     summary = json.loads((out / "summary.json").read_text())
+    ran, differed = summary["decisions"]["lease.expiry"]
+    assert ran > 0 and any(d for _, d in summary["decisions"].values()), summary["decisions"]
     assert 0 < len(summary["failing"]) < 3, summary
     runs = spark.read.parquet(str(out / "runs"))
     assert runs.where("ok AND history IS NULL").count() == 3 - len(summary["failing"])
@@ -124,6 +128,9 @@ def test_the_commands_run_a_planted_bug_analyze_it_and_replay_a_failing_seed(spa
     assert rc == 0 and (out / "report.html").exists()
     a = json.loads((tmp_path / "a.json").read_text())
     assert a["summary"]["runs"] == 3 and a["summary"]["failed"] == len(summary["failing"])
+    shown = {r["point"]: (r["ran"], r["differed"]) for r in a["decisions"]}
+    assert shown["lease.expiry"] == (ran, differed)
+    assert "Decision coverage" in (out / "report.html").read_text()
     lines = [f["lines"] for f in a["failing"]]
     assert lines == sorted(lines) and a["failing"][0]["bugs"] == "early-ack", "shortest failing history first"
     check_report(out / "report.html")
