@@ -262,7 +262,13 @@ class SimNode:
         for a in actions:
             t = type(a)
             if t is Deliver:
-                self.raft.on_message(a.sender, a.message, w.now_s)
+                r = self.raft
+                before = (r.term, r.voted_for)
+                r.on_message(a.sender, a.message, w.now_s)
+                if a.kind == VOTE_REQUEST and r.voted_for == a.sender and (r.term, r.voted_for) != before:
+                    w.voted(self.name, a.sender, r.term)
+                elif a.kind == APPEND and r.term == a.term and r.leader == a.sender:
+                    w.leader_contact[self.name] = (w.now, a.sender)
                 if a.kind == APPEND:
                     self._election(self.election.appended(a.sender, a.term, a.message.stamp, w.now_s, self._state()))
             elif t is RaftSend:

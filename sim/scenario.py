@@ -72,10 +72,19 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   receives and deletes), chunks of 1-2 records, a transfer window of 1-2 chunks, a small
 #   replication log, and replica crashes late in the run, so a restarted replica's transfer
 #   spans many pumps while the log moves.
+# * "lease": votes timed inside a master's lease. Each step cuts the master's links to every
+#   follower one way (they stop hearing it; it still hears them) until a follower stands, and in
+#   that instant gives the master back its links to the voters (the candidate's vote requests
+#   are on their way, slowed by 0-150 ms): the voters hear the master and renew its lease just
+#   before the request arrives, which the vote guard must drop. The candidate stays cut off
+#   from the master one way, or both ways (a bridge through the voters), for the step's hold.
+#   Without the guard, two masters would be active at once (cluster/lease.py).
 # Chains take up to ~15 s: they are played only with a fault window of CHAIN_MIN_WINDOW or more
 # (the default 60-second scenarios), so that short scenarios keep their density of ordinary faults.
-RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3}
+RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3}
 CHAIN_MIN_WINDOW = 20.0
+LEASE_MIN_WINDOW = 4.0
+LEASE_WAIT_S = 2.0               # a lease step heals if no follower stands within this
 
 
 @dataclass(frozen=True)
@@ -227,14 +236,21 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             schedule.sort(key=lambda f: f.at)
     # The rare paths, from a generator of their own (as the journal's).
     rr = random.Random(f"rare:{seed}")
-    drawn = tuple(k for k in sorted(RARE_PROBABILITY) if rr.random() < RARE_PROBABILITY[k])
+    drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
+    # lease came later: a generator of its own, so that every seed kept the draws above
+    lr = random.Random(f"lease:{seed}")
+    if lr.random() < RARE_PROBABILITY["lease"]:
+        drawn = tuple(sorted(drawn + ("lease",)))
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
     transfer_window = 8
     window = fault_end - fault_start
-    plays = tuple(k for k in plays if faults and window > 2.0 and (k == "busy" or window >= CHAIN_MIN_WINDOW))
+    plays = tuple(k for k in plays if faults and window > 2.0 and (
+        k == "busy" or window >= (LEASE_MIN_WINDOW if k == "lease" else CHAIN_MIN_WINDOW)))
     if plays:
+        if "lease" in plays:
+            schedule.append(_lease(lr, fault_start, fault_end))
         for k in plays:
             if k in ("tail", "chain"):
                 schedule.append(_chain(rr, k, fault_start, fault_end, n, pol))
@@ -277,6 +293,23 @@ def _chain(rng: random.Random, kind: str, lo: float, hi: float, n: int, policy: 
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "chain", round(sum(lead) + sum(gaps) + hold, 3), "master",
                  {"kind": kind, "lead_s": lead, "gap_s": gaps, "hold_s": hold, "keep_one": policy == "one"})
+
+
+def _lease(rng: random.Random, lo: float, hi: float) -> Fault:
+    """Votes timed inside the master's lease (see RARE_PROBABILITY): ``steps`` of them, ``gap_s``
+    apart; in each the candidate's vote requests are slowed by ``vote_delay_ms`` and it stays cut
+    off from the master (``shape``: one way, or both ways as a bridge) for ``hold_s``."""
+    steps = rng.choice((2, 3, 4, 5))
+    gaps = [round(rng.uniform(0.8, 2.5), 3) for _ in range(steps - 1)]
+    holds = [round(rng.uniform(0.3, 1.5), 3) for _ in range(steps)]
+    # 0: the vote request races the master's next heartbeat; more: the heartbeat surely wins,
+    # and up to G (0.18 s) later
+    delays = [rng.choice((0, 0, 20, 60, 150)) for _ in range(steps)]
+    shapes = [rng.choice(("one_way", "bridge")) for _ in range(steps)]
+    length = sum(gaps) + sum(holds) + steps * 0.5
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "lease", round(length, 3), "master",
+                 {"gap_s": gaps, "hold_s": holds, "vote_delay_ms": delays, "shape": shapes})
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:

@@ -42,7 +42,7 @@ from sim.disk import POWER, PROCESS, SimDisk
 from sim.net import RAFT, STREAM, Network
 from sim.node import HOP_US, JournalSpec, SimNode
 from sim.raft import Durable
-from sim.scenario import POLICIES, Fault, Scenario
+from sim.scenario import LEASE_WAIT_S, POLICIES, Fault, Scenario
 from sim.workload import Workload, workload_for
 
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
@@ -154,7 +154,12 @@ class World:
         self._sync_pos: dict[str, dict[str, tuple[int, int]]] = {}
         self._transfer_at: dict[tuple[str, str], int] = {}
         self.reach = {"syncs": 0, "syncs_multi_epoch": 0, "syncs_older_longer": 0, "syncs_order_matters": 0,
-                      "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0}
+                      "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0, "lease_votes": 0}
+        self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
+        # The vote guard's premise (cluster/lease.py): when each node last accepted an
+        # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
+        self.leader_contact: dict[str, tuple[int, str]] = {}
+        self.vote_failures: list[str] = []
         sc = scenario
         self.journal = JournalSpec(sc.fsync, sc.fsync_interval_ms * 1000,
                                    (int(sc.fsync_ms[0] * 1000), int(sc.fsync_ms[1] * 1000)),
@@ -574,6 +579,9 @@ class World:
         elif kind == "chain":
             self._chain(f, 0, None)
             return
+        elif kind == "lease":
+            self._lease_step(f, 0, 0)
+            return
         self._check_health()
 
     # --- quick successive failovers (scenario._chain) -------------------------------------------
@@ -635,6 +643,73 @@ class World:
             self.at(self.now + int(f.params["hold_s"] * 1e6), self._restore_links, links, "chain", None)
         self._check_health()
 
+    # --- votes timed inside a lease (scenario._lease) ------------------------------------------
+
+    def _lease_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: cut the master's links to every follower one way, and wait for one of
+        them to stand (``stood``) or for LEASE_WAIT_S."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None:
+            if tries < 30:
+                self.at(self.now + 100_000, self._lease_step, f, step, tries + 1)
+            return
+        self._last_fault_at = self.now
+        out = [(m.name, o) for o in self.names if o != m.name]
+        for a, b in out:
+            self.net.cut(a, b)
+        self._nemesis(m.name, "one_way", {"links": [list(x) for x in out], "lease_step": step})
+        wait = (f, step, m.name, out)
+        self._lease_wait = wait
+        self._check_health()
+        self.at(self.now + int(LEASE_WAIT_S * 1e6), self._lease_unanswered, wait)
+
+    def _lease_unanswered(self, wait: tuple) -> None:
+        if self._lease_wait is not wait or self.healed:
+            return
+        self._lease_wait = None
+        f, step, _, out = wait
+        self._restore_links(out, "lease", None)
+        self._check_health()
+        self._lease_next(f, step)
+
+    def _lease_vote(self, wait: tuple, candidate: str) -> None:
+        """``candidate`` stands now: its vote requests leave after this. The voters get the
+        master back at once; the candidate's requests to them are slowed by the step's delay."""
+        f, step, master, out = wait
+        self._lease_wait = None
+        self._last_fault_at = self.now
+        self.reach["lease_votes"] += 1
+        for a, b in out:
+            if b != candidate:
+                self.net.restore(a, b)
+        held = [(master, candidate)]
+        if f.params["shape"][step] == "bridge":
+            self.net.cut(candidate, master)
+            held.append((candidate, master))
+        us = int(f.params["vote_delay_ms"][step] * 1000)
+        slowed = [(candidate, o) for o in self.names if o not in (candidate, master)] if us else []
+        for a, b in slowed:
+            self.net.add_delay(a, b, us, (RAFT,))
+        self._nemesis(candidate, "lease_vote", {"master": master, "held": [list(x) for x in held],
+                                                "vote_delay_ms": us // 1000})
+        self._check_health()
+        self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._lease_heal, f, step, held, slowed, us)
+
+    def _lease_heal(self, f: Fault, step: int, held: list[tuple[str, str]],
+                    slowed: list[tuple[str, str]], us: int) -> None:
+        if self.healed:
+            return
+        self._undelay(slowed, us, (RAFT,))
+        self._restore_links(held, "lease", None)
+        self._check_health()
+        self._lease_next(f, step)
+
+    def _lease_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["hold_s"]):
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._lease_step, f, step + 1, 0)
+
     def _links_of(self, f: Fault) -> list[tuple[str, str]]:
         names = self.names
         if f.kind == "isolate":
@@ -687,6 +762,25 @@ class World:
         if reachable + 1 < quorum:
             self.heal_failures.append(f"pre-vote: {name} stood for election at {self.now_s:.3f} s, cut off from "
                                       f"a majority (only {reachable} peers could reach it)")
+        wait = self._lease_wait
+        if wait is not None and name != wait[2] and not self.healed:
+            self._lease_vote(wait, name)
+
+    def voted(self, name: str, candidate: str, term: int) -> None:
+        """``name`` voted for ``candidate`` in ``term``. The lease argument (cluster/lease.py, case
+        2) needs every vote to come at least G after the voter last accepted another leader's
+        AppendEntries: else the old leader may still hold a lease resting on the voter's ack
+        when the candidate wins. Judged on Raft's side of the node, so a fault in how the
+        election core tracks that contact is caught as well as one in its guard."""
+        contact = self.leader_contact.get(name)
+        if contact is None or contact[1] == candidate:
+            return
+        since = self.now - contact[0]
+        if since < self.timing.vote_guard * 1e6:
+            self.vote_failures.append(
+                f"vote guard: {name} voted for {candidate} in term {term} at {self.now_s:.3f} s, "
+                f"{since / 1000:.1f} ms after it accepted {contact[1]}'s AppendEntries "
+                f"(the guard is {self.timing.vote_guard * 1000:.0f} ms)")
 
     def _office(self) -> tuple[str, int, int] | None:
         """The active master now: (name, epoch, its deactivations so far)."""
@@ -946,7 +1040,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
     failures = verdict.failures(scenario.policy, strict=strict, queue_policies=w.queue_policies())
     failures += w.journal_failures + w.durability_failures
     failures += view_failures(w.records)
-    failures += w.heal_failures
+    failures += w.heal_failures + w.vote_failures
     if not w.converged:
         failures.append("liveness: the members did not converge within "
                         f"{SETTLE_MAX_US // 1_000_000} s of the drain after the faults stopped")

@@ -24,7 +24,8 @@ def test_each_rare_path_is_drawn_with_a_real_probability_and_chains_need_a_long_
         assert 0.7 * p * SEEDS <= drawn[k] <= 1.3 * p * SEEDS, drawn
     short = [generate(seed, duration=20.0) for seed in range(40)]
     assert not any(f.kind == "chain" for sc in short for f in sc.faults)
-    assert any("busy" in sc.rare for sc in short)
+    assert any("busy" in sc.rare for sc in short) and any("lease" in sc.rare for sc in short)
+    assert all(("lease" in sc.rare) == any(f.kind == "lease" for f in sc.faults) for sc in short)
     # a seed that draws none is the scenario it always was
     plain = next(s for s in range(SEEDS) if not generate(s).rare)
     assert generate(plain) == generate(plain, rare=())
@@ -46,6 +47,26 @@ def test_a_busy_seed_runs_a_transfer_while_the_masters_log_moves():
     r = simulate(generate(0, duration=30.0, policy="majority", rare=("busy",), journal=False))
     assert r.ok, r.failures
     assert r.stats["transfers_log_moved"] >= 1 and r.stats["transfer_records_max"] >= 100, r.stats
+
+
+def _lease_seed(seed: int):
+    return simulate(generate(seed, duration=20.0, nodes=None, policy=None, rare=("lease",)))
+
+
+def test_lease_steps_time_votes_inside_the_masters_lease_and_the_guard_drops_them():
+    for seed in (3, 4, 6):
+        r = _lease_seed(seed)
+        assert r.ok, r.failures
+        assert r.stats["lease_votes"] >= 2, r.stats
+
+
+def test_a_vote_guard_that_lets_every_vote_through_is_found(monkeypatch):
+    # cluster/lease.py, case 2: a voter that heard the old leader less than G ago must not vote
+    from cluster.lease import VoteGuard
+    monkeypatch.setattr(VoteGuard, "allows_vote",
+                        lambda self, now, leading: now - self.started_at >= self.startup_quiet)
+    found = [f for seed in (3, 4, 6) for f in _lease_seed(seed).failures]
+    assert any(f.startswith("vote guard: ") for f in found), found
 
 
 def _slow_replica(policy: str):
