@@ -1,0 +1,345 @@
+"""Mutants of the cores: proof that the simulator has teeth (issue 19).
+
+Each mutant is a one-line change of a decision in a core (cluster/), the kind of slip a person
+makes: an ordering of (epoch, seq) turned round, a fence that compares with the wrong epoch, a
+commit that counts one copy short, a snapshot position taken at the wrong moment. None of them is
+a flag in the product: applying one copies the packages the simulator imports (``PACKAGES``) to a
+temporary directory, checks that the old text occurs exactly once in its file (so a refactor
+that moves the text fails loudly instead of testing nothing), replaces it, and runs the simulator
+in a child process with that copy first on ``sys.path``. The search stops at the first failing
+seed; the caller then checks that the same seed passes on clean code (the failure is the
+mutant's doing).
+
+    python -m sim.mutants                       # every mutant: first failing seed of 0..299
+    python -m sim.mutants --rate 100 NAME ...   # how many of seeds 0..99 find each
+    python -m sim.mutants --check               # only: does every mutant's text still apply?
+
+tests/sim/test_mutants.py runs the same search for every mutant within ``BOUND`` seeds
+(sim/README.md, "Mutants", has the measured table). Add a mutant here when a core gains a
+decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("cluster", "storage", "sim")
+BOUND = 300
+# The scenarios the search runs: random cluster sizes (3 or 5) and ack policies, crash policy
+# `any`, the rare paths and the journal as each seed draws them. 30 simulated seconds: long
+# enough for failover chains (a fault window of 20 s or more), ~0.45 CPU-seconds a seed.
+SETTINGS = {"nodes": None, "policy": None, "crash_policy": "any", "duration": 30.0}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str        # relative to the repository root
+    old: str         # must occur exactly once in the file
+    new: str
+    breaks: str      # what it should break, in words
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # -- cluster/replication/master.py ---------------------------------------------------------
+    Mutant("commit-one-copy-short", "cluster/replication/master.py",
+           "return acked[need] if len(acked) > need else 0",
+           "return acked[need - 1] if len(acked) > need else 0",
+           "an operation completes when one copy fewer than its policy asks holds its batch"),
+    Mutant("master-copy-before-fsync", "cluster/replication/master.py",
+           "local = self.log.last_seq if self.local_durable is None else self.local_durable",
+           "local = self.log.last_seq",
+           "with a journal, the master's own copy counts before its fsync"),
+    Mutant("position-unknown-is-prefix", "cluster/replication/master.py",
+           "if is_prefix_of(pos, self.log):",
+           "if is_prefix_of(pos, self.log) is not False:",
+           "a replica whose last entry the master trimmed is streamed to as if its log were a prefix"),
+    Mutant("resend-rewrites-epoch", "cluster/replication/master.py",
+           "        return [Send(r.name, Batch(self.epoch, e.seq, e.written_epoch, e.mutations)) for e in entries]\n\n"
+           "    def durable",
+           "        return [Send(r.name, Batch(self.epoch, e.seq, self.epoch, e.mutations)) for e in entries]\n\n"
+           "    def durable",
+           "resent entries claim the current epoch as the one they were written in"),
+    Mutant("reconnect-streams-awaiting-transfer", "cluster/replication/master.py",
+           "        if r.needs_transfer:\n            # Nothing streams",
+           "        if r.needs_transfer and not fresh:\n            # Nothing streams",
+           "a replica awaiting a transfer (a divergent tail) is streamed to when it reconnects (bug 11)"),
+    # -- cluster/replication/sync.py -----------------------------------------------------------
+    Mutant("sync-orders-by-seq", "cluster/replication/sync.py",
+           "return (self.last_epoch, self.last_seq)",
+           "return (self.last_seq, self.last_epoch)",
+           "the sync takes the longest log for the truth, not the one of the newest epoch"),
+    Mutant("sync-quorum-of-view", "cluster/replication/sync.py",
+           "self.quorum = majority(max(len(self.members), configured))",
+           "self.quorum = majority(len(self.members))",
+           "the sync waits for a majority of the view, not of the configured members"),
+    Mutant("sync-counts-amnesiacs", "cluster/replication/sync.py",
+           "counted = sum(1 for n in self.positions if n not in self.amnesiac)",
+           "counted = len(self.positions)",
+           "members restarted with empty memory count in the sync's majority (bug 1)"),
+    Mutant("prefix-ignores-epoch-at-same-seq", "cluster/replication/sync.py",
+           "    if pos.last_seq == log.last_seq:\n        return pos.last_epoch == log.last_epoch",
+           "    if pos.last_seq == log.last_seq:\n        return True",
+           "a member whose log ends at the master's seq but in another epoch counts as a prefix"),
+    Mutant("sync-appends-unverified", "cluster/replication/sync.py",
+           "if frame.seq != log.last_seq + 1 or not self._verified:",
+           "if frame.seq != log.last_seq + 1:",
+           "a syncing master appends fetched entries before it has verified its own last entry (bug 4)"),
+    # -- cluster/replication/replica.py --------------------------------------------------------
+    Mutant("status-reports-current-epoch", "cluster/replication/replica.py",
+           "return SyncStatus(epoch, log.last_seq, log.last_epoch, log.first_seq)",
+           "return SyncStatus(epoch, log.last_seq, epoch, log.first_seq)",
+           "a member reports the epoch it is in, not the one its last entry was written in"),
+    Mutant("fetch-rewrites-epoch", "cluster/replication/replica.py",
+           "return [Batch(epoch, e.seq, e.written_epoch, e.mutations) for e in entries]",
+           "return [Batch(epoch, e.seq, epoch, e.mutations) for e in entries]",
+           "entries fetched by a syncing master claim the current epoch as the one they were written in"),
+    Mutant("replica-accepts-older-epoch", "cluster/replication/replica.py",
+           "if (sender != self.master or getattr(frame, \"epoch\", None) != self.epoch) \\",
+           "if (sender != self.master or getattr(frame, \"epoch\", None) > self.epoch) \\",
+           "a replica's fence refuses only newer epochs: its master's frames of an older epoch apply"),
+    Mutant("replica-rejoins-older-sync", "cluster/replication/replica.py",
+           "if frame.epoch < self.epoch or (frame.epoch == self.epoch and self.master not in (None, sender)):",
+           "if frame.epoch < self.epoch - 1 or (frame.epoch == self.epoch and self.master not in (None, sender)):",
+           "a replica answers (and follows) the sync of a master one epoch older than its own"),
+    # -- cluster/replication/log.py ------------------------------------------------------------
+    Mutant("log-get-off-by-one", "cluster/replication/log.py",
+           "return self._entries[seq - self._entries[0].seq]",
+           "return self._entries[seq - self._entries[0].seq - 1]",
+           "the log's lookup returns the entry before the one asked for"),
+    Mutant("log-since-skips-one", "cluster/replication/log.py",
+           "start = seq - self._entries[0].seq\n",
+           "start = seq - self._entries[0].seq + 1\n",
+           "the log's range read starts one entry late"),
+    # -- cluster/replication/transfer.py -------------------------------------------------------
+    Mutant("transfer-position-at-chunk", "cluster/replication/transfer.py",
+           "chunk = SnapshotChunk(self.epoch, self.transfer_id, self._next_index, self.at_seq, self.at_epoch,",
+           "chunk = SnapshotChunk(self.epoch, self.transfer_id, self._next_index, self._log.last_seq, "
+           "self._log.last_epoch,",
+           "a transfer's snapshot position is the log's end when each chunk is read, not when the read began"),
+    Mutant("transfer-done-at-log-end", "cluster/replication/transfer.py",
+           "return [TransferDone(self.replica, self.at_seq, self.sent_records",
+           "return [TransferDone(self.replica, self._log.last_seq, self.sent_records",
+           "the master streams to a transferred replica from its log's end, not the snapshot's position"),
+    Mutant("transfer-first-chunk-is-last", "cluster/replication/transfer.py",
+           "self._exhausted = len(batch) < self.chunk_records",
+           "self._exhausted = len(batch) <= self.chunk_records",
+           "every chunk is marked the last: a transfer ends after its first chunk"),
+    Mutant("receiver-takes-chunk-after-gap", "cluster/replication/transfer.py",
+           "if chunk.index != self.expected:",
+           "if chunk.index < self.expected:",
+           "a joiner restores a chunk that arrives after a lost one"),
+    # -- cluster/replication/core.py -----------------------------------------------------------
+    Mutant("amnesiac-caught-up-at-once", "cluster/replication/core.py",
+           "if frame.serving_seq == 0:",
+           "if frame.serving_seq >= 0:",
+           "a member restarted empty counts in sync quorums again as soon as a master positions it"),
+    Mutant("view-keeps-any-transfer", "cluster/replication/core.py",
+           "if to == master and master != self.name and s.epoch == epoch}",
+           "if to == master and master != self.name}",
+           "a member keeps sending an older epoch's snapshot to the master of a new view"),
+    # -- cluster/lease.py, cluster/election.py, cluster/membership.py --------------------------
+    Mutant("vote-guard-in-ms", "cluster/lease.py",
+           "return now - self.last_contact >= self.guard",
+           "return now - self.last_contact >= self.guard / 1000",
+           "the vote guard is read as milliseconds: a follower votes right after its leader's contact"),
+    Mutant("lease-newest-ack", "cluster/lease.py",
+           "return acked[need - 1]",
+           "return acked[0]",
+           "the lease rests on the newest ack of any one follower, not of a majority"),
+    Mutant("lease-longer-than-guard", "cluster/membership.py",
+           "self.lease = LeaseTracker(self.self_name, self.timing.lease)",
+           "self.lease = LeaseTracker(self.self_name, self.timing.leader_fallback)",
+           "the lease lasts leader_fallback, longer than the vote guard: a new master is elected inside it"),
+    Mutant("leader-grants-pre-vote", "cluster/election.py",
+           "granted = (state.role != LEADER\n                       and now",
+           "granted = (True\n                       and now",
+           "a leader grants pre-votes: a node cut off from the others but the leader stands"),
+    Mutant("fence-skipped", "cluster/election.py",
+           "if leading and term > state.term and term > self._passed_term:",
+           "if leading and term > state.term + 1 and term > self._passed_term:",
+           "a leader lets a vote request of the next term through without first stopping to serve"),
+    Mutant("view-epoch-may-go-back", "cluster/membership.py",
+           "return proposed.view_id == current.view_id + 1 and proposed.epoch >= current.epoch",
+           "return proposed.view_id == current.view_id + 1",
+           "a view of an older epoch is installed after a newer one"),
+    # -- cluster/node_core.py ------------------------------------------------------------------
+    Mutant("held-ack-unclamped", "cluster/node_core.py",
+           "self._acks[to] = Ack(ack.epoch, min(ack.seq, seq)) if ack.seq > seq else ack",
+           "self._acks[to] = ack",
+           "a journaled replica sends a held ack in full once any part of it is durable"),
+    Mutant("forward-dedupe-forgets", "cluster/node_core.py",
+           "        ids.add(request_id)\n",
+           "",
+           "a forwarded request delivered twice is executed twice (bug 10)"),
+    Mutant("durable-after-reset", "cluster/node_core.py",
+           "if seq is None or self._resets_pending or self.replication.durable_seq is None:",
+           "if seq is None or self.replication.durable_seq is None:",
+           "a write of the history a transfer replaced counts as durable in the new one"),
+    # -- cluster/compaction.py, cluster/journal/ -----------------------------------------------
+    Mutant("compaction-position-at-end", "cluster/compaction.py",
+           "return Snapshot(at_seq, at_epoch, log.last_seq, tuple(blobs))",
+           "return Snapshot(log.last_seq, log.last_epoch, log.last_seq, tuple(blobs))",
+           "a compaction snapshot claims the log's end when the read finished, not where it began"),
+    Mutant("journal-roll-unsynced", "cluster/journal/journal.py",
+           "            if prev in self._unsynced:\n                self._disk.sync(prev)\n",
+           "            if prev in self._unsynced:\n",
+           "a segment roll leaves the closed segment's tail unsynced (bug 8)"),
+)
+
+BY_NAME = {m.name: m for m in MUTANTS}
+
+# Found within BOUND, but after more seeds than `make test` can afford (tests/sim/test_mutants.py
+# leaves them to `python -m sim.mutants`): name -> why.
+SLOW: dict[str, str] = {}
+
+
+class MutantDoesNotApply(AssertionError):
+    pass
+
+
+def source_of(m: Mutant, root: Path = ROOT) -> str:
+    """``m.path``'s text under ``root`` with ``m`` applied."""
+    text = (root / m.path).read_text()
+    n = text.count(m.old)
+    if n != 1:
+        raise MutantDoesNotApply(f"mutant {m.name}: its text occurs {n} times in {m.path}, not once "
+                                 f"(the code changed: update the mutant in sim/mutants.py)\n{m.old}")
+    return text.replace(m.old, m.new)
+
+
+def export(into: Path, rev: str | None = None, root: Path = ROOT) -> Path:
+    """Copy ``PACKAGES`` into ``into``: from the working tree, or (``rev``) from a git revision,
+    which other people's edits in progress cannot disturb."""
+    if rev is None:
+        for pkg in PACKAGES:
+            shutil.copytree(root / pkg, into / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, *PACKAGES], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def apply(m: Mutant, tree: Path) -> None:
+    """Apply ``m`` to an exported tree, in place."""
+    target = tree / m.path
+    target.write_text(source_of(m, tree))
+    py_compile.compile(str(target), doraise=True)   # a mutant must be code, not a syntax error
+
+
+def scenario_kwargs(settings: dict) -> dict:
+    return {k: v for k, v in settings.items() if k in ("nodes", "policy", "crash_policy", "duration")}
+
+
+# The child process: the simulator from the copy on sys.path[0], one JSON line per seed. It is
+# source, not an import of this module, so that a copy taken from a revision without this file
+# runs too.
+CHILD = """
+import json, sys
+args = json.loads(sys.argv[1])
+sys.path.insert(0, args["root"])
+import cluster
+from pathlib import Path
+assert str(Path(cluster.__file__).resolve()).startswith(str(Path(args["root"]).resolve())), cluster.__file__
+from sim import generate, simulate
+for seed in args["seeds"]:
+    try:
+        failures = list(simulate(generate(seed, **args["settings"])).failures)
+    except Exception as e:   # a core's own assertion (or a crash) is a finding too
+        failures = [f"exception: {type(e).__name__}: {e}"]
+    print(json.dumps({"seed": seed, "failures": failures}), flush=True)
+    if failures and args["stop"]:
+        break
+"""
+
+
+def run_mutant(m: Mutant | None, seeds: range | list[int], *, settings: dict = SETTINGS,
+               stop_at_first: bool = True, rev: str | None = None,
+               timeout: float | None = None) -> list[tuple[int, list[str]]]:
+    """Run ``seeds`` against mutant ``m`` (None: the clean code, the same way) in a child
+    process on a copy of the packages; (seed, failures) for each seed run."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{m.name if m else 'clean'}-") as tmp:
+        tree = export(Path(tmp), rev)
+        if m is not None:
+            apply(m, tree)
+        arg = json.dumps({"root": str(tree), "seeds": list(seeds), "settings": scenario_kwargs(settings),
+                          "stop": stop_at_first})
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        proc = subprocess.run([sys.executable, "-c", CHILD, arg], cwd=tree, env=env, capture_output=True,
+                              text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"mutant {m.name if m else 'clean'}: the child failed ({proc.returncode}):\n"
+                               f"{proc.stderr[-4000:]}")
+        out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        return [(d["seed"], d["failures"]) for d in out]
+
+
+def first_failing(m: Mutant, bound: int = BOUND, **kw) -> tuple[int, list[str]] | None:
+    for seed, failures in run_mutant(m, range(bound), **kw):
+        if failures:
+            return seed, failures
+    return None
+
+
+def clean_failures(seed: int, **kw) -> list[str]:
+    """What the clean code fails at ``seed`` (run as the mutants are, from a copy)."""
+    return run_mutant(None, [seed], **kw)[0][1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sim.mutants", description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    p.add_argument("--bound", type=int, default=BOUND, help="seeds 0..BOUND-1 (default %(default)s)")
+    p.add_argument("--rate", type=int, default=0, metavar="N",
+                   help="run all of seeds 0..N-1 and count the failing ones, instead of stopping at the first")
+    p.add_argument("--check", action="store_true", help="only check that every mutant applies")
+    p.add_argument("--no-clean", action="store_true", help="do not rerun the finding seed on clean code")
+    p.add_argument("--rev", default=None, help="take the packages from this git revision (default: the working tree)")
+    a = p.parse_args(argv)
+    chosen = [BY_NAME[n] for n in a.names] if a.names else list(MUTANTS)
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="mutants-check-") as tmp:
+        tree = export(Path(tmp), a.rev)
+        for m in chosen:
+            try:
+                source_of(m, tree)
+            except MutantDoesNotApply as e:
+                print(e)
+                bad += 1
+    if a.check or bad:
+        print(f"{len(chosen) - bad} of {len(chosen)} mutants apply")
+        return 1 if bad else 0
+    for m in chosen:
+        t0 = time.monotonic()
+        if a.rate:
+            res = run_mutant(m, range(a.rate), stop_at_first=False, rev=a.rev)
+            hits = [s for s, f in res if f]
+            first = hits[0] if hits else None
+            kinds = sorted({f.split(":")[0] for s, fs in res for f in fs})
+            print(json.dumps({"mutant": m.name, "first": first, "hits": len(hits), "of": a.rate,
+                              "kinds": kinds, "s": round(time.monotonic() - t0, 1)}), flush=True)
+            continue
+        found = first_failing(m, a.bound, rev=a.rev)
+        clean = None
+        if found is not None and not a.no_clean:
+            clean = not clean_failures(found[0], rev=a.rev)
+        print(json.dumps({"mutant": m.name, "first": found[0] if found else None,
+                          "failure": found[1][0][:160] if found else None, "clean_passes": clean,
+                          "s": round(time.monotonic() - t0, 1)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
