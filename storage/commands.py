@@ -43,7 +43,7 @@ class Namespace(Record):
         return QueueKey(self.region, self.account, name)
 
 
-class MessageAttributeValue(Record):
+class MessageAttributeValue(Record, array_like=True, tag=3, forbid_unknown_fields=True):
     data_type: str
     string_value: str | None = None
     binary_value: bytes | None = None

@@ -221,9 +221,17 @@ class Storage:
         a snapshot chunk of thousands of records is applied in one go, and ``now`` only picks
         a message's starting index, never logical state."""
         appliers = self._appliers
-        self._now = self.clock.now_ms()
+        self._now = now = self.clock.now_ms()
+        queues = self._queues
         for m in mutations:
-            applier = appliers.get(type(m))
+            t = type(m)
+            if t is MessageAdded:
+                # = _apply_message_added, inlined: most of a journal's replay and of a stream
+                q = queues.get(m.qid)
+                if q is not None and m.message.serial >= q.next_serial:
+                    q.add(m.message, m.dedup, now)
+                continue
+            applier = appliers.get(t)
             if applier is None:
                 raise TypeError(f"not a storage mutation: {type(m).__name__}")
             applier(m)

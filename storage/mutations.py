@@ -39,7 +39,7 @@ class _NoAttributes(dict):
 NO_ATTRIBUTES: Mapping[str, MessageAttributeValue] = _NoAttributes()
 
 
-class MessageRecord(Record):
+class MessageRecord(Record, array_like=True, tag=16, forbid_unknown_fields=True):
     message_id: str
     serial: int
     body: str
@@ -76,7 +76,7 @@ class MoveTaskRecord(Record):
     failure_reason: str | None
 
 
-class DedupEntry(Record):
+class DedupEntry(Record, array_like=True, tag=18, forbid_unknown_fields=True):
     key: str               # deduplication id, prefixed by the group under messageGroup scope
     message_id: str
     sequence_number: int | None
@@ -135,7 +135,7 @@ class QueuePurged(Record):
 
 # --- messages --------------------------------------------------------------------------------
 
-class MessageAdded(Record):
+class MessageAdded(Record, array_like=True, tag=25, forbid_unknown_fields=True):
     """A send (with its dedup entry on FIFO queues) or a move into this queue.
 
     Applies only when ``message.serial`` is at or past the queue's next serial: a smaller one was
@@ -146,7 +146,7 @@ class MessageAdded(Record):
     dedup: DedupEntry | None = None
 
 
-class MessageChanged(Record):
+class MessageChanged(Record, array_like=True, tag=26, forbid_unknown_fields=True):
     """A receive or a visibility change: the message's new mutable state."""
 
     qid: int
@@ -159,7 +159,7 @@ class MessageChanged(Record):
     last_receive_ms: int
 
 
-class MessageDeleted(Record):
+class MessageDeleted(Record, array_like=True, tag=27, forbid_unknown_fields=True):
     qid: int
     message_id: str
 
