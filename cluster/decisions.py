@@ -72,13 +72,13 @@ POINTS: dict[str, str] = {
     "election.pre_vote_contact": "a pre-vote is refused while a leader was heard within the election timeout; "
                                  "alternative: granted",
     "election.pre_vote_log": "a pre-vote needs the asker's (last_term, last_index) at least ours; "
-                             "alternative: compared as (last_index, last_term)",
+                             "alternative: the logs are not compared",
     "election.pre_vote_count": "a node stands once a majority (itself included) granted its pre-vote; "
                                "alternative: one grant fewer",
     "lease.expiry": "the lease runs from the send stamps a majority acked; "
                     "alternative: from when those acks arrived",
     "membership.accept_view": "a committed view is installed only with the next id and an epoch not going "
-                              "back; alternative: any higher id",
+                              "back; alternative: a second view with the current id is installed too",
     # the node core (node_core.py) and compaction (compaction.py)
     "node.gating": "a master serves only while the membership core says it is active; "
                    "alternative: once its sync is done",

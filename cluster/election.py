@@ -396,13 +396,12 @@ class ElectionCore:
 
     def _note_pre_vote(self, m: PreVote, now: float, state: RaftState, granted: bool) -> None:
         """election.pre_vote_contact (granted despite a live leader) and election.pre_vote_log
-        (logs compared as (index, term)): decisions.py."""
+        (granted whatever the asker's log): decisions.py."""
         not_leader = state.role != LEADER
         no_contact = now - self.guard.last_contact >= self.timing.election_min
         log_ok = (m.last_term, m.last_index) >= (state.last_term, state.last_index)
         decisions.note("election.pre_vote_contact", (not_leader and log_ok) != granted)
-        swapped = (m.last_index, m.last_term) >= (state.last_index, state.last_term)
-        decisions.note("election.pre_vote_log", (not_leader and no_contact and swapped) != granted)
+        decisions.note("election.pre_vote_log", (not_leader and no_contact) != granted)
 
     def _note_vote(self, now: float, leading: bool, term: int, state: RaftState) -> None:
         """election.vote_guard (a guard that lets every vote through, start-up quiet kept) and

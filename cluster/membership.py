@@ -60,8 +60,8 @@ def accept_view(current: View | None, proposed: View) -> bool:
     if current is None:
         return proposed.view_id == 1
     if decisions.ON:
-        decisions.note("membership.accept_view", proposed.view_id > current.view_id
-                       and not (proposed.view_id == current.view_id + 1 and current.epoch <= proposed.epoch))
+        # a second view with the current id (two proposals for one id were both committed)
+        decisions.note("membership.accept_view", proposed.view_id == current.view_id and current.epoch <= proposed.epoch)
     return proposed.view_id == current.view_id + 1 and proposed.epoch >= current.epoch
 
 
