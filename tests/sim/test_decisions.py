@@ -105,3 +105,14 @@ def test_the_table_lists_every_point_and_flags_the_rare_ones():
     assert "never ran" in lines["node.gating"]
     flagged = [r["point"] for r in rows(totals) if r["flag"]]
     assert len(flagged) == len(decisions.POINTS) - 1
+
+
+def test_the_amnesia_rare_path_reaches_a_snapshot_asked_of_an_amnesiac_member_with_a_journal():
+    # power cuts under a lax fsync: every member restarts amnesiac with its journal, and a master
+    # behind the most advanced one's journal asks it for its snapshot (sim/README.md bug 9)
+    sc = generate(0, nodes=None, policy=None, duration=30.0, rare=("amnesia",))
+    assert sc.journal and sc.fsync in ("interval", "never") and any(f.kind == "crash_all" for f in sc.faults)
+    r = simulate(sc)
+    assert r.ok, r.failures
+    ran, differed = r.decisions["transfer.empty_holder"]
+    assert ran >= differed >= 1
