@@ -22,7 +22,6 @@ from storage.codec import decode_many
 from cluster.compaction import Snapshot
 from cluster.config import Durability
 from cluster.journal.disk import OsDisk
-from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal, Recovery
 from cluster.journal.writer import JournalWriter
 from cluster.node_core import Persist, PersistReset
@@ -118,8 +117,8 @@ class JournalBinding:
         t = type(action)
         try:
             if t is Persist:
-                self.writer.submit(action.token, [JournalEntry(e.seq, e.written_epoch, e.mutations)
-                                                  for e in action.entries])
+                # the log's entries carry what a JournalEntry does (seq, written_epoch, mutations)
+                self.writer.submit(action.token, action.entries)
             elif t is PersistReset:
                 self.writer.submit_reset(action.token, action.seq, action.epoch, list(action.blobs))
             elif t is Snapshot:

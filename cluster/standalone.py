@@ -99,7 +99,8 @@ class StandaloneCore:
             return []
         seq = self.log.last_seq + 1
         blob = encode_many(self._staged)
-        self.log.append(Entry(seq, 0, blob, now_ms))
+        entry = Entry(seq, 0, blob, now_ms)
+        self.log.append(entry)
         self.log.drain()
         for token, result, changed in self._staged_ops:
             self._waiting.append((seq, token, result, changed))
@@ -107,7 +108,7 @@ class StandaloneCore:
         tok = next(self._tokens)
         self._token_seq.append((tok, seq))
         self.compactor.journaled(len(blob))
-        return [Persist(tok, (Entry(seq, 0, blob, now_ms),))]
+        return [Persist(tok, (entry,))]
 
     def persisted(self, token: int) -> list[Any]:
         seq = None

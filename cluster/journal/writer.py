@@ -155,7 +155,9 @@ class JournalWriter:
     # -- the caller's side (any thread) --
 
     def submit(self, token: int, entries: Iterable[JournalEntry]) -> None:
-        self._put(_Append(token, tuple(entries)), token)
+        """``entries``: JournalEntry, or anything with its seq, written_epoch and mutations (the
+        replication log's entries)."""
+        self._put(_Append(token, entries if type(entries) is tuple else tuple(entries)), token)
 
     def submit_reset(self, token: int, at_seq: int, at_epoch: int, blobs: Iterable[bytes]) -> None:
         """Replace the journal with a new history at (at_seq, at_epoch) holding ``blobs``
@@ -244,7 +246,7 @@ class JournalWriter:
         return None
 
     def _apply(self, op: _Op) -> None:
-        if isinstance(op, _Append):
+        if type(op) is _Append:
             self._journal.append(op.entries)
             self._entries_since_sync += len(op.entries)
             self._written = op.token
