@@ -40,7 +40,7 @@ from storage.errors import (
 )
 from storage.ids import IdSource
 from storage.limits import STRICT, Limits
-from storage.model import Message, Queue
+from storage.model import Message, Queue, message
 from storage.mutations import (
     NO_ATTRIBUTES, AttemptEntry, AttemptRecorded, DedupEntry, MessageAdded, MessageChanged, MessageDeleted,
     MessageRecord, MessageRestored, MessagesRestored, MoveTaskRecord, MoveTaskUpdated, Mutation, Pruned, QueueCreated,
@@ -1111,7 +1111,7 @@ class Storage:
         for rec in m.messages:
             if rec.message_id in messages or rec.serial < purged_below:
                 continue
-            insert(Message(rec), now)
+            insert(message(rec), now)
             seq = rec.sequence_number
             if seq is not None and seq >= next_sequence:
                 next_sequence = seq + 1

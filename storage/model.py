@@ -40,6 +40,8 @@ from functools import partial
 from itertools import islice
 from typing import Callable, Iterator, Mapping
 
+import msgspec
+
 from storage.commands import QueueKey
 from storage.mutations import AttemptEntry, DedupEntry, MessageRecord, MoveTaskRecord
 from storage.queue_config import QueueConfig
@@ -52,19 +54,22 @@ COMPACT_CHECK_EVERY = 256
 _heappush = heapq.heappush
 
 
-class Message:
-    __slots__ = ("rec", "version", "receipt", "visible_ms", "receive_count", "first_receive_ms",
-                 "last_receive_ms", "where")
+class Message(msgspec.Struct, gc=False, eq=False):
+    """A stored message: its record, and its mutable part as of now. Build it with
+    ``message(rec)``. A msgspec Struct rather than a slotted class: built in C (a journal's
+    replay and every send make one; 450 ns by ``__init__``, 200 this way) and, holding only
+    a record, strings and ints, which no cycle can run through, not tracked by the cycle
+    collector (16 bytes less per message, and one object less for each collection to walk).
+    Compared and hashed by identity (``eq=False``), as a plain object is."""
 
-    def __init__(self, rec: MessageRecord):
-        self.rec = rec
-        self.version = rec.version
-        self.receipt = rec.receipt
-        self.visible_ms = rec.visible_ms
-        self.receive_count = rec.receive_count
-        self.first_receive_ms = rec.first_receive_ms
-        self.last_receive_ms = rec.last_receive_ms
-        self.where = PENDING
+    rec: MessageRecord
+    version: int
+    receipt: str | None
+    visible_ms: int
+    receive_count: int
+    first_receive_ms: int
+    last_receive_ms: int
+    where: int = PENDING
 
     def record(self) -> MessageRecord:
         r = self.rec
@@ -75,6 +80,11 @@ class Message:
             r.md5_of_attributes, r.md5_of_system_attributes, r.sent_ms, r.sender_id, r.group_id,
             r.deduplication_id, r.sequence_number, r.dlq_source_arn, self.version, self.receipt,
             self.visible_ms, self.receive_count, self.first_receive_ms, self.last_receive_ms)
+
+
+def message(rec: MessageRecord) -> Message:
+    return Message(rec, rec.version, rec.receipt, rec.visible_ms, rec.receive_count, rec.first_receive_ms,
+                   rec.last_receive_ms)
 
 
 class Group:
@@ -145,7 +155,7 @@ class Queue:
             # the calls and the branches that cannot apply
             mid = rec.message_id
             serial = rec.serial
-            msg = Message(rec)
+            msg = message(rec)
             msg.where = READY
             self.messages[mid] = msg
             if serial >= self.next_serial:
@@ -158,7 +168,7 @@ class Queue:
             else:
                 _heappush(self.ready, (serial, mid, msg.version))   # = _make_ready, standard queue
         else:
-            self.insert(Message(rec), now)
+            self.insert(message(rec), now)
         seq = rec.sequence_number
         if seq is not None and seq >= self.next_sequence:
             self.next_sequence = seq + 1
