@@ -27,10 +27,12 @@ three after 10 s down >= 10x faster than a full state transfer of the same state
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -175,8 +177,10 @@ from cluster.journaling import open_journal
 from storage import Storage
 from cluster.clock import SystemClock
 imported = time.monotonic() - t0
+cpu0 = time.process_time()
 journal, rec = open_journal(Durability(sys.argv[1]), lambda: Storage(SystemClock()), 64 << 20)
-print(json.dumps({"seconds": rec.seconds, "messages": rec.messages, "entries": rec.entries,
+cpu = time.process_time() - cpu0
+print(json.dumps({"seconds": rec.seconds, "cpu_s": cpu, "messages": rec.messages, "entries": rec.entries,
                   "snapshot_seq": rec.snapshot_seq, "import_s": imported}))
 journal.close()
 """
@@ -227,6 +231,10 @@ def _write_journal(data_dir: Path, messages: int) -> dict:
 
 
 def _recover(data_dir: Path) -> dict:
+    """Recover ``data_dir`` in a fresh process, as a restart does. The caller must not hold a
+    big heap meanwhile: a restarted node reuses the memory its dead process freed, while pages
+    this VM never touched cost far more to fault in (recovering 1,000,000 messages took 5.2 s
+    of CPU beside a process holding the writer's 1,000,000 messages, 2.9 s without)."""
     p = subprocess.run([sys.executable, "-c", _RECOVER, str(data_dir)], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     if p.returncode != 0:
@@ -242,13 +250,14 @@ def recovery(tmp: Path, sizes: Sizes, log=print) -> dict:
     w = _write_journal(data, n)
     journal, storage = w["journal"], w["storage"]
     journal.close()
-    whole = _recover(data)
-    log(f"  whole journal: {whole['messages']:,} messages in {whole['seconds']:.2f} s "
-        f"({1e6 * whole['seconds'] / n:.1f} us/msg); journal {w['journal_bytes'] / n:.1f} B/msg")
-    # the compaction snapshot a node would take, through the product's journal
+    # the compaction snapshot a node would take, through the product's journal, in a copy of the
+    # data-dir: both recoveries then run after this process dropped its own copy of the state
+    # (see _recover)
+    snap_data = tmp / "recovery-snapshot"
+    shutil.copytree(data, snap_data)
     from cluster.journal.disk import OsDisk
     from cluster.journal.journal import Journal
-    journal, _ = Journal.open(OsDisk(data / "journal"))
+    journal, _ = Journal.open(OsDisk(snap_data / "journal"))
     snap = journal.begin_snapshot(w["seq"], 1)
     batch: list = []
     for rec in storage.iter_snapshot():
@@ -260,11 +269,17 @@ def recovery(tmp: Path, sizes: Sizes, log=print) -> dict:
         snap.add(encode_many(batch))
     st = snap.finish(w["seq"])
     journal.close()
-    snapped = _recover(data)
+    stats = {"journal_bytes": w["journal_bytes"], "write_s": w["write_s"]}
+    del w, storage, batch, rec
+    gc.collect()
+    whole = _recover(data)
+    log(f"  whole journal: {whole['messages']:,} messages in {whole['seconds']:.2f} s "
+        f"({1e6 * whole['seconds'] / n:.1f} us/msg, {whole['cpu_s']:.2f} s CPU); journal {stats['journal_bytes'] / n:.1f} B/msg")
+    snapped = _recover(snap_data)
     log(f"  from a snapshot: {snapped['messages']:,} messages in {snapped['seconds']:.2f} s "
-        f"({1e6 * snapped['seconds'] / n:.1f} us/msg); snapshot {st.bytes / n:.1f} B/msg")
-    return {"messages": n, "journal_bytes_per_msg": round(w["journal_bytes"] / n, 1),
-            "snapshot_bytes_per_msg": round(st.bytes / n, 1), "write_s": round(w["write_s"], 2),
+        f"({1e6 * snapped['seconds'] / n:.1f} us/msg, {snapped['cpu_s']:.2f} s CPU); snapshot {st.bytes / n:.1f} B/msg")
+    return {"messages": n, "journal_bytes_per_msg": round(stats["journal_bytes"] / n, 1),
+            "snapshot_bytes_per_msg": round(st.bytes / n, 1), "write_s": round(stats["write_s"], 2),
             "whole_journal": {**whole, "us_per_msg": round(1e6 * whole["seconds"] / n, 2)},
             "from_snapshot": {**snapped, "us_per_msg": round(1e6 * snapped["seconds"] / n, 2)}}
 
