@@ -70,6 +70,10 @@ directly instead of through ``__init__``, whose ``object.__setattr__`` per field
 than everything else; classes with ``__post_init__`` or ``init=False`` fields go through
 ``__init__``.
 
+Frames made only of sends, receives and deletes (most of the replication stream and of a
+journal) skip all of this: msgspec reads and writes them in C, to the same bytes and objects
+(see "the compiled path" below).
+
 Thread safety: each thread gets its own msgpack ``Packer``; the only state decoding shares is
 that signature cache (a set only ever added to, bounded, safe under the GIL).
 """
