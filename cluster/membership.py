@@ -193,8 +193,9 @@ class MembershipCore:
             return False, "view for this term not committed yet"
         expiry = self.lease.expiry(self.configured)
         if decisions.ON:
-            arrived = self.lease.arrival_expiry(self.configured)
-            decisions.note("lease.expiry", (expiry is not None and now < expiry) != (arrived is not None and now < arrived))
+            # acks arrive after their stamps: the alternative can only hold on to a lease that ran out
+            arrived = self.lease.arrival_expiry(self.configured) if expiry is not None and now >= expiry else None
+            decisions.note("lease.expiry", arrived is not None and now < arrived)
         if expiry is None:
             return False, "no quorum contact in this term"
         if now >= expiry:

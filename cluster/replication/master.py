@@ -372,6 +372,17 @@ class MasterReplicator:
 
     def _note_throttle(self, worst_batches: int, worst_ms: int, now_ms: int) -> None:
         """master.throttle_reachable: the throttle's next state if every replica counted."""
+        alt_b, alt_ms = worst_batches, worst_ms
+        for r in self.replicas.values():
+            if not (r.connected and r.caught_up and not r.needs_transfer):   # one the decision left out
+                alt_b = max(alt_b, self.log.last_seq - r.acked)
+                # _lag_ms's lookup through ``since``, so that log.lookup counts only the real lookups
+                held = self.log.since(r.acked + 1, 1)
+                if held:
+                    alt_ms = max(alt_ms, now_ms - held[0].created_ms)
+        if alt_b == worst_batches and alt_ms == worst_ms:
+            decisions.note("master.throttle_reachable", False)
+            return
         lim = self.limits
 
         def after(b: int, ms: int) -> bool:
@@ -381,9 +392,4 @@ class MasterReplicator:
             if on and b <= lim.throttle_lag_batches // 2 and ms <= lim.throttle_lag_ms // 2:
                 return False
             return on
-        every = list(self.replicas.values())
-        alt_b = max((self.log.last_seq - r.acked for r in every), default=0)
-        # _lag_ms's lookup through ``since``, so that log.lookup counts only the real lookups
-        alt_ms = max((now_ms - held[0].created_ms for r in every for held in [self.log.since(r.acked + 1, 1)]
-                      if held), default=0)
         decisions.note("master.throttle_reachable", after(alt_b, alt_ms) != after(worst_batches, worst_ms))
