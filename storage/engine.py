@@ -223,18 +223,25 @@ class Storage:
         appliers = self._appliers
         self._now = now = self.clock.now_ms()
         queues = self._queues
-        for m in mutations:
+        if type(mutations) is not list:
+            mutations = list(mutations)
+        i, n = 0, len(mutations)
+        while i < n:
+            m = mutations[i]
             t = type(m)
             if t is MessageAdded:
-                # = _apply_message_added, inlined: most of a journal's replay and of a stream
+                # = _apply_message_added for a run of them (most of a journal's replay and of
+                # a stream): the queue takes the whole run
                 q = queues.get(m.qid)
-                if q is not None and m.message.serial >= q.next_serial:
-                    q.add(m.message, m.dedup, now)
-                continue
-            applier = appliers.get(t)
-            if applier is None:
-                raise TypeError(f"not a storage mutation: {type(m).__name__}")
-            applier(m)
+                if q is not None:
+                    i = q.add_run(mutations, i, now)
+                    continue
+            else:
+                applier = appliers.get(t)
+                if applier is None:
+                    raise TypeError(f"not a storage mutation: {type(m).__name__}")
+                applier(m)
+            i += 1
 
     def _emit(self, out: list, mutation: Mutation) -> None:
         self._appliers[type(mutation)](mutation)

@@ -43,7 +43,7 @@ from typing import Callable, Iterator, Mapping
 import msgspec
 
 from storage.commands import QueueKey
-from storage.mutations import AttemptEntry, DedupEntry, MessageRecord, MoveTaskRecord
+from storage.mutations import AttemptEntry, DedupEntry, MessageAdded, MessageRecord, MoveTaskRecord
 from storage.queue_config import QueueConfig
 
 READY, PENDING = 0, 1
@@ -175,6 +175,38 @@ class Queue:
         if dedup is not None and dedup.expires_ms > self.pruned_before:
             self.dedup.pop(dedup.key, None)
             self.dedup[dedup.key] = dedup
+
+    def add_run(self, mutations: list, i: int, now: int) -> int:
+        """Apply the MessageAdded records of this queue from ``mutations[i]`` on, as ``add`` each
+        whose serial is new here; returns the index of the first record that is something
+        else. A journal's replay and a replica's stream are runs of sends to one queue: one call
+        per run, the queue's state in locals, and the common send (standard queue, visible at
+        once, after the newest) stored right here."""
+        n = len(mutations)
+        qid = self.qid
+        fast = not self.fifo
+        messages, expiry, fresh = self.messages, self.expiry, self.fresh
+        while i < n:
+            m = mutations[i]
+            if type(m) is not MessageAdded or m.qid != qid:
+                break
+            i += 1
+            rec = m.message
+            serial = rec.serial
+            if serial < self.next_serial:
+                continue
+            if (fast and rec.receipt is None and rec.visible_ms <= now and m.dedup is None
+                    and rec.sequence_number is None and (not fresh or fresh[-1][0] < serial)):
+                mid = rec.message_id
+                messages[mid] = Message(rec, rec.version, None, rec.visible_ms, rec.receive_count,
+                                        rec.first_receive_ms, rec.last_receive_ms, READY)
+                self.next_serial = serial + 1
+                _heappush(expiry, (rec.sent_ms, serial, mid))
+                self.n_ready += 1
+                fresh.append((serial, mid, rec.version))
+            else:
+                self.add(rec, m.dedup, now)
+        return i
 
     def insert(self, msg: Message, now: int) -> None:
         """Add a message; ``now`` only decides which index it starts in (never logical state)."""
