@@ -111,17 +111,25 @@ class StandaloneCore:
         return [Persist(tok, (entry,))]
 
     def persisted(self, token: int) -> list[Any]:
+        return [self._answer(tok, result, changed) for tok, result, changed in self.settled(token)]
+
+    def settled(self, token: int) -> list[tuple[Any, Any, bool]]:
+        """``persisted`` without its Answer objects: (token, result, changed) of each operation
+        the journal now holds, in order; a result that is an SqsError is the answer's error. A
+        runtime answering thousands a second calls this (an Answer, a frozen dataclass, cost
+        about a microsecond to build)."""
         seq = None
         while self._token_seq and self._token_seq[0][0] <= token:
             seq = self._token_seq.popleft()[1]
         if seq is None:
             return []
         self.durable_seq = seq
-        out: list[Any] = []
-        while self._waiting and self._waiting[0][0] <= seq:
-            _, tok, result, changed = self._waiting.popleft()
+        out: list[tuple[Any, Any, bool]] = []
+        waiting = self._waiting
+        while waiting and waiting[0][0] <= seq:
+            _, tok, result, changed = waiting.popleft()
             if tok is not _INTERNAL:
-                out.append(self._answer(tok, result, changed))
+                out.append((tok, result, changed))
         return out
 
     def journal_failed(self, reason: str) -> list[Any]:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from storage.commands import Command
+from storage.errors import SqsError
 from storage.limits import STRICT, Limits
 
 from cluster.compaction import Snapshot
@@ -111,7 +112,19 @@ class DurableBackend(LocalBackend):
         self._act(self.core.flush(self.clock.now_ms()))
 
     def _persisted(self, token: int) -> None:
-        self._act(self.core.persisted(token))
+        # = _act(core.persisted(token)), without building an Answer per operation
+        woke = False
+        for done, result, changed in self.core.settled(token):
+            try:
+                if isinstance(result, SqsError):   # failed after changing the state: the change is stored
+                    done(None, client_error(result))
+                    continue
+                done(result, None)
+                if changed and not woke and self.waiters:
+                    woke = True
+                    self.waiters.wake_everyone()
+            except Exception:
+                log.exception("durable node: answering failed")
 
     def _failed(self, reason: str) -> None:
         self._act(self.core.journal_failed(reason))

@@ -108,6 +108,34 @@ def test_kill_9_and_restart_keeps_every_acknowledged_change(tmp_path):
         n.stop()
 
 
+def test_a_long_poll_is_woken_by_a_send_once_the_journal_holds_it(tmp_path):
+    import threading
+    import time
+
+    n = Node(tmp_path / "data")
+    try:
+        url = n.sqs.create_queue(QueueName="wake")["QueueUrl"]
+        waiting = boto3.client("sqs", endpoint_url=n.url, region_name="us-east-1", aws_access_key_id="x",
+                               aws_secret_access_key="x", config=BotoConfig(retries={"total_max_attempts": 1},
+                                                                            read_timeout=30))
+        got: dict = {}
+
+        def poll() -> None:
+            started = time.monotonic()
+            got["messages"] = waiting.receive_message(QueueUrl=url, WaitTimeSeconds=15).get("Messages", [])
+            got["after_s"] = time.monotonic() - started
+
+        t = threading.Thread(target=poll)
+        t.start()
+        time.sleep(1.0)     # the receive is parked by now
+        n.sqs.send_message(QueueUrl=url, MessageBody="wake up")
+        t.join(20)
+        assert [m["Body"] for m in got["messages"]] == ["wake up"]
+        assert got["after_s"] < 10, got      # woken by the send, not by the 15 s deadline
+    finally:
+        n.stop()
+
+
 def test_a_second_process_on_the_same_data_dir_is_refused(tmp_path):
     n = Node(tmp_path / "data")
     try:
