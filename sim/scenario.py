@@ -288,9 +288,21 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             transfer_window = rr.choice((1, 2))
             log_limit_bytes = 8 * 1024
             names = [f"n{i + 1}" for i in range(n)]
-            for _ in range(rr.choice((1, 2))):
+            # half the time, frames are lost from the first restart to the end of the fault
+            # window, and the transfer window is 4 (from a generator of its own, so the draws
+            # above are as they were): a chunk lost inside the window is followed by the next,
+            # out of order (the decision point transfer.chunk_order, cluster/decisions.py)
+            br = random.Random(f"busy-loss:{seed}")
+            lossy = br.random() < 0.5
+            drop = br.choice((0.05, 0.1))
+            for i in range(rr.choice((1, 2))):
                 at = round(rr.uniform(fault_start + (fault_end - fault_start) / 2, fault_end - 1.0), 3)
-                schedule.append(Fault(at, "crash", round(rr.uniform(0.3, 2.0), 3), rr.choice(names)))
+                down = round(rr.uniform(0.3, 2.0), 3)
+                schedule.append(Fault(at, "crash", down, rr.choice(names)))
+                if lossy and i == 0 and fault_end - (at + down) >= 0.2:
+                    transfer_window = 4
+                    schedule.append(Fault(round(at + down, 3), "lossy", round(fault_end - (at + down), 3), "",
+                                          {"drop": drop}))
         schedule.sort(key=lambda f: f.at)
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
