@@ -77,6 +77,23 @@ def test_group_commit_covers_many_submits_with_few_fsyncs():
     assert [e.seq for e in rec.entries] == list(range(1, 301))
 
 
+def test_appends_queued_behind_an_fsync_go_to_the_disk_as_one_write():
+    disk = SlowSyncDisk()
+    j, _ = Journal.open(disk)
+    sink = Sink()
+    w = writer(j, sink)
+    w.submit(1, [entry(1)])
+    time.sleep(0.002)               # the writer is in its 5 ms fsync of entry 1 now
+    for seq in range(2, 12):
+        w.submit(seq, [entry(seq)])
+    sink.wait(lambda: sink.durable and sink.durable[-1] == 11)
+    w.close()
+    appends = [op for op, _ in disk.ops if op == "append"]
+    assert len(appends) <= 3, disk.ops      # 1, then 2..11 together (maybe split once by timing)
+    _, rec = Journal.open(disk)
+    assert [e.seq for e in rec.entries] == list(range(1, 12))
+
+
 def test_always_reports_durable_only_after_the_fsync():
     disk = MemDisk()
     j, _ = Journal.open(disk)
