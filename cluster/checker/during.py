@@ -14,7 +14,10 @@ not judged by these rules).
   healthy set is a majority and holds the master if there is one: a master that is itself the
   slow one keeps office through Raft, and the stream's stalls are then flow control's and the
   operator's business). Once a judged stretch has lasted ``AVAILABILITY_BOUND``, a send invoked
-  in it that sees no send anywhere succeed within the bound is an ``unavailable`` failure.
+  in it that sees no send anywhere answered within the bound is an ``unavailable`` failure.
+  An answer is a success, or a refusal with an SQS error that is not a 503 or throttling: a
+  queue that a power cut under ``fsync = never`` lost answers ``NonExistentQueue``, and the
+  cluster that says so is available (the loss is the durability rules' business).
   Sends to a queue whose policy is ``all`` are judged only while every member is healthy: such a
   queue rightly waits for a slow replica. Time in which any node throttles producers is not
   judged (flow control refuses on purpose: node_rules.py judges that it does so rightly).
@@ -33,7 +36,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.checker.schema import OK, SEND, History
+from cluster.checker.schema import FAILED, OK, SEND, History
 
 QUIESCENT = "quiescent"
 HEALTH = "health"
@@ -60,6 +63,11 @@ class Unavailable:
     healthy: tuple[str, ...]
     healthy_since: float
     everyone: bool               # every member was healthy (then `all` queues are judged too)
+
+
+# Refusals that say the cluster is not serving (the client retries them); any other error is an
+# answer (see the module docstring).
+NOT_AN_ANSWER = ("ServiceUnavailable", "ThrottlingException")
 
 
 def _detail(detail: str | None) -> dict[str, Any]:
@@ -117,7 +125,8 @@ def unavailability(history: History, queue_policies: dict[str, str] | None = Non
     qp = dict(queue_policies or {})
     sends = [op for op in history.ops if op.op == SEND]      # ordered by invocation
     send_ts = [op.ts for op in sends]
-    oks = sorted(op.completed for op in sends if op.outcome == OK and op.completed is not None)
+    oks = sorted(op.completed for op in sends if op.completed is not None and (
+        op.outcome == OK or (op.outcome == FAILED and op.error and not op.error.startswith(NOT_AN_ANSWER))))
     throttled = _throttling(history, end)
     judged_s = 0.0
     out: list[Unavailable] = []

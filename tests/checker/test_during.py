@@ -122,6 +122,23 @@ def test_availability_is_not_judged_within_the_bound_nor_outside_judged_stretche
     assert not _unavailable(v, "majority")
 
 
+def test_an_sqs_error_is_an_answer_and_a_503_is_not():
+    # a queue lost by a power cut under fsync = never answers NonExistentQueue: the cluster is up
+    # (the error codes are the ones sim/node.py's _outcome gives a client)
+    from dataclasses import replace
+    for error, unavailable in (("AWS.SimpleQueueService.NonExistentQueue", False),
+                               ("ServiceUnavailable", True), ("ThrottlingException", True)):
+        h = H()
+        _health(h, 0.0, ["n1", "n2", "n3"])
+        t = 5.0
+        while t < 11.0:
+            op = h.send(f"s{t:.1f}", t, t + 0.01, outcome="failed")
+            h.records[h.records.index(op)] = replace(op, error=error)
+            t += 0.5
+        v = check(h.history())
+        assert bool(_unavailable(v, "majority")) == unavailable, (error, v.unavailable)
+
+
 def test_a_history_without_health_lines_is_not_judged_for_availability():
     h = H()
     _stalled(h, 5.0, 30.0)
