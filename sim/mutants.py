@@ -221,6 +221,7 @@ DROPPED: tuple[tuple[Mutant, str], ...] = (
 # leaves them to `python -m sim.mutants`): name -> the first failing seed measured.
 SLOW: dict[str, int] = {
     "sync-counts-amnesiacs": 258,
+    "position-unknown-is-prefix": 224,
 }
 
 # Not found within BOUND seeds when measured (sim/README.md, "Mutants"): name -> why, as far as
@@ -283,9 +284,6 @@ NOT_FOUND: dict[str, str] = {
     "forward-dedupe-forgets":
         "bug 10: needs the `dup` fault (weight 1 of 29) on a forwarded receive, under majority or "
         "all to be judged (a sweep found it once, seed 166)",
-    "position-unknown-is-prefix":
-        "a member whose last entry was trimmed is sent a transfer anyway (its next entry is not held "
-        "either), unless the log was trimmed to exactly its position: rare even with an 8 KB log",
 }
 
 
