@@ -51,7 +51,7 @@ from storage.commands import (
 from storage.errors import SqsError
 
 from cluster import decisions
-from cluster.compaction import Compactor, Snapshot
+from cluster.compaction import RECORDS_PER_BLOB, STEP_BYTES, Compactor, Snapshot
 from cluster.config import Timing
 from cluster.errors import MasterChanged, NotServing, NotStored, Throttled
 from cluster.membership import (
@@ -225,6 +225,8 @@ class CoreSettings:
     # journal grew by max(snapshot_min_bytes, the last snapshot's size) since the last one.
     journal: bool = False
     snapshot_min_bytes: int = 64 * 1024 * 1024
+    snapshot_step_bytes: int = STEP_BYTES          # how much a compaction step reads
+    snapshot_blob_records: int = RECORDS_PER_BLOB
 
 
 def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False) -> bool:
@@ -288,7 +290,8 @@ class NodeCore:
         self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
         self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
-        self.compactor = Compactor(settings.snapshot_min_bytes)
+        self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
+                                   settings.snapshot_blob_records)
 
     # -- queries ---------------------------------------------------------------------------------
 

@@ -256,9 +256,6 @@ NOT_FOUND: dict[str, str] = {
         "holder's snapshot instead of fetching: safe, at the cost of a transfer",
     "view-keeps-any-transfer":
         "the kept sender's chunks carry the older epoch, which the new master's receiver refuses",
-    "compaction-position-at-end":
-        "the simulator's states are far below compaction's STEP_BYTES (1 MB), so a snapshot is read "
-        "in one step and the log cannot move during the read: the fuzzy part of compaction never runs",
     "stale-view-activates":
         "not analysed in depth: a leader re-elected without another master's view committed in "
         "between still has a replication core of the old epoch, whose batches the members that "

@@ -89,6 +89,7 @@ class JournalSpec:
     fsync_us: tuple[int, int]        # an fsync's latency, uniform
     snapshot_min_bytes: int
     segment_bytes: int
+    snapshot_step: tuple[int, int] = (1024 * 1024, 256)   # compaction: bytes a step, records a blob
 
 
 class SimNode:
@@ -119,7 +120,9 @@ class SimNode:
         settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=limits,
                                 transfer=TransferSettings(chunk_records=chunk_records, window=transfer_window),
                                 log_limit_bytes=log_limit_bytes, journal=journal is not None,
-                                **({"snapshot_min_bytes": journal.snapshot_min_bytes} if journal else {}))
+                                **({"snapshot_min_bytes": journal.snapshot_min_bytes,
+                                    "snapshot_step_bytes": journal.snapshot_step[0],
+                                    "snapshot_blob_records": journal.snapshot_step[1]} if journal else {}))
         restarted = disk is not None      # its Raft state says it was a member
         self.writer: _Writer | None = None
         self.recovered: dict[str, Any] | None = None

@@ -136,6 +136,9 @@ class Scenario:
     fsync_interval_ms: int = 100     # for fsync = interval
     fsync_ms: tuple[float, float] = (0.2, 2.0)   # an fsync's latency, uniform in [lo, hi]
     snapshot_min_bytes: int = 64 * 1024 * 1024   # compaction threshold (CoreSettings)
+    # compaction's step (bytes read a step, records a blob): small, a snapshot of the
+    # simulator's small states is read over many steps while the log moves (its fuzzy part)
+    snapshot_step: tuple[int, int] = (1024 * 1024, 256)
     segment_bytes: int = 64 * 1024 * 1024        # a journal segment's size before a new one
     transfer_window: int = 8         # snapshot chunks in flight (TransferSettings.window)
     rare: tuple[str, ...] = ()       # the rare paths this seed plays (RARE_PROBABILITY)
@@ -149,6 +152,7 @@ class Scenario:
         d["base_delay_ms"] = list(self.base_delay_ms)
         d["bugs"] = list(self.bugs)
         d["fsync_ms"] = list(self.fsync_ms)
+        d["snapshot_step"] = list(self.snapshot_step)
         d["rare"] = list(self.rare)
         return d
 
@@ -163,6 +167,8 @@ class Scenario:
         d["bugs"] = tuple(d.get("bugs", ()))
         if "fsync_ms" in d:
             d["fsync_ms"] = tuple(d["fsync_ms"])
+        if "snapshot_step" in d:
+            d["snapshot_step"] = tuple(d["snapshot_step"])
         d["rare"] = tuple(d.get("rare", ()))
         return cls(**d)
 
@@ -304,6 +310,11 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                     schedule.append(Fault(round(at + down, 3), "lossy", round(fault_end - (at + down), 3), "",
                                           {"drop": drop}))
         schedule.sort(key=lambda f: f.at)
+    if jextra:
+        # compaction read over many steps, in half the journaled seeds (a generator of its own)
+        sr = random.Random(f"step:{seed}")
+        if sr.random() < 0.5:
+            jextra["snapshot_step"] = (1, sr.choice((1, 4, 16)))
     return Scenario(
         seed=seed, nodes=n, policy=pol, duration=duration, fault_start=fault_start, fault_end=fault_end,
         faults=tuple(schedule), clients=clients, think_ms=think_ms, mix=mix, fifo_groups=fifo_groups,

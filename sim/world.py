@@ -163,7 +163,8 @@ class World:
         sc = scenario
         self.journal = JournalSpec(sc.fsync, sc.fsync_interval_ms * 1000,
                                    (int(sc.fsync_ms[0] * 1000), int(sc.fsync_ms[1] * 1000)),
-                                   sc.snapshot_min_bytes, sc.segment_bytes) if sc.journal else None
+                                   sc.snapshot_min_bytes, sc.segment_bytes,
+                                   tuple(sc.snapshot_step)) if sc.journal else None
 
     # --- time and events ------------------------------------------------------------------------
 
