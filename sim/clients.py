@@ -303,4 +303,5 @@ class DrainClient(Client):
                 self.empty_rounds += 1
             elif outcome == "ok":
                 self.empty_rounds = 0
+                w.drain_progress_us = w.now
         w.at(w.now + (1 if self.held or kind != "receive" else 200_000), self._next, None)

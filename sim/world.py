@@ -46,7 +46,11 @@ from sim.scenario import LEASE_WAIT_S, POLICIES, Fault, Scenario
 from sim.workload import Workload, workload_for
 
 EPOCH_MS = 1_700_000_000_000      # the storage clock's origin (SQS timestamps look real)
-DRAIN_MAX_US = 60_000_000         # the drain gives up after this long
+# The drain gives up after DRAIN_MAX_US without a message received, or after DRAIN_CAP_US in
+# all: a state grown by `busy` (thousands of messages, drained ten a round) takes longer than a
+# minute, and giving up on a drain still making progress counted the rest as lost.
+DRAIN_MAX_US = 60_000_000
+DRAIN_CAP_US = 600_000_000
 HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majority keeps office this long
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
 PROBE_US = 100_000                # the health probe's period (fault starts are probed at once too)
@@ -117,6 +121,7 @@ class World:
         self._drops: list[float] = []
         self._dups: list[float] = []
         self.drain_started_us: int | None = None
+        self.drain_progress_us = 0            # when the drain last received a message
         self.settle_started_us: int | None = None
         self.skipped_crashes = 0
         # Healing deposes nobody (cluster/election.py): what each cut found at its start, the
@@ -232,7 +237,7 @@ class World:
         self.at(PROBE_US, self._probe)
         heap = self._heap
         pop = heapq.heappop
-        limit = int((sc.duration + 120) * 1e6)
+        limit = int(sc.duration * 1e6) + DRAIN_CAP_US + SETTLE_MAX_US + 60_000_000
         while heap and not self.finished:
             t, _, fn, args = pop(heap)
             if t > limit:
@@ -350,7 +355,9 @@ class World:
         d.start(10_000)
 
     def drained(self, empty_rounds: int) -> bool:
-        if self.drain_started_us is not None and self.now - self.drain_started_us > DRAIN_MAX_US:
+        started = self.drain_started_us
+        if started is not None and (self.now - max(started, self.drain_progress_us) > DRAIN_MAX_US
+                                    or self.now - started > DRAIN_CAP_US):
             return True
         m = self.master()
         return empty_rounds >= 2 and m is not None and m.core.storage.message_count() == 0
