@@ -128,7 +128,7 @@ async def test_garbage_and_impersonation_do_not_crash_the_router():
         await eventually(lambda: transport.refused.get("unauthenticated", 0) >= 1
                          and transport.refused.get("malformed", 0) >= 1
                          and transport.refused.get("identity_mismatch", 0) >= 1
-                         and transport.refused.get("unknown_sender", 0) >= 1, 3, "every kind of refusal counted")
+                         and transport.refused.get("unknown_sender", 0) >= 1, 10, "every kind of refusal counted")
         assert not any(type(f) is Batch for _, f in c.got["n2"])
         await c.reaches("n1", "n2")
         await c.reaches("n3", "n2")
