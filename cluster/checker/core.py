@@ -231,14 +231,17 @@ class _QueueCheck:
         # message no longer in flight does nothing. In time order: a change may have set the end
         # to (its instant + its timeout); an ok one certainly did when the window was certainly
         # still open when it completed and no other change overlaps it (nothing can have come
-        # after it unseen): then it alone bounds the end, an extension included.
+        # after it unseen): then it alone bounds the end, an extension included. A change through
+        # an earlier handle acted on x's window only if it came after x's receive: one that
+        # overlaps that receive may have come first, found the message visible, and done nothing.
         cvs = sorted((cv for cv in self._changes_of(x) if cv.ts < before), key=lambda c: (c.ts, c.end))
         lo = base
         tol = self.tol
         for i, cv in enumerate(cvs):
             cand = cv.ts + (cv.visibility_timeout or 0.0)
             alone = all(o.end < cv.ts - tol or o.ts > cv.end + tol for j, o in enumerate(cvs) if j != i)
-            if cv.outcome == OK and alone and cv.end + tol < lo:
+            after_x = cv.receipt == r or cv.ts > x.t1 + tol
+            if cv.outcome == OK and alone and after_x and cv.end + tol < lo:
                 lo = cand
             else:
                 lo = min(lo, cand)

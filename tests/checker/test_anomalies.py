@@ -268,6 +268,28 @@ def test_a_change_through_a_superseded_handle_moves_the_current_window():
     assert cats(v) == [AFTER_TIMEOUT, AFTER_VISIBILITY_CHANGE] and v.ok_for("all", strict=True)
 
 
+def test_a_change_through_a_superseded_handle_overlapping_the_next_receive_may_have_done_nothing():
+    # The simulator's seed 100057: the change through the first handle was invoked after that
+    # window ended and before the second receive completed. Had it come first it found the
+    # message visible (a no-op, 200); so the second window may end at its own timeout, and a
+    # third receive after that is no in-window duplicate.
+    h = H()
+    h.send("a", 1.0)
+    h.recv(2.0, 2.1, "a", vt=1)            # r-a-1, expires at 3
+    h.cv("r-a-1", 3, 3.1, 3.2)             # overlaps the next receive
+    h.recv(3.15, 3.2, "a", vt=1)           # r-a-2: its own window ends at ~4.2
+    h.recv(4.3, 4.4, "a", client="c2")
+    v = check(h.history())
+    assert IN_WINDOW not in cats(v) and v.ok_for("all", strict=True)
+    h2 = H()
+    h2.send("a", 1.0)
+    h2.recv(2.0, 2.1, "a", vt=1)
+    h2.recv(3.15, 3.2, "a", vt=1)
+    h2.cv("r-a-1", 3, 3.3, 3.4)            # certainly after the second receive: it moved that window
+    h2.recv(4.3, 4.4, "a", client="c2")
+    assert IN_WINDOW in cats(check(h2.history()))
+
+
 def test_an_acknowledged_change_after_the_window_ended_did_nothing():
     # SQS (standard queues) answers 200 for a message no longer in flight and leaves it visible
     # (LocalStack's AWS-validated test_change_message_visibility_after_visibility_timeout_expiration).
