@@ -1,4 +1,4 @@
-"""Replication benchmark (issue 5): what the replicated cluster costs and what it buys, measured
+"""Replication benchmark (issues 5 and 18): what the replicated cluster costs and what it buys, measured
 with real `elasticmq-py serve` processes on 127.0.0.1, all in one run.
 
 1. Throughput and latency. The same load generator and scenarios as the endpoint benchmark
@@ -22,9 +22,14 @@ with real `elasticmq-py serve` processes on 127.0.0.1, all in one run.
 4. End-to-end failover, in the same kill rounds as 2: from the kill to the first acknowledged
    SendMessage through a surviving node's endpoint (the other survivor forwards to the new master).
 
-Goals (issue 5): 3-node majority throughput >= 80% of single node; added median latency <= 1 ms;
-transfer of 1,000,000 messages <= 10 s while the master keeps >= 70% of its throughput;
-failover <= 1 s median.
+Goals (issue 18, measured side by side in one run): the majority master's CPU per send at most
+1.5x the single node's, each replica's at most 0.5x (CPU of each process from /proc, per
+acknowledged request; part 1 also splits it by thread: the event loop, libzmq's threads, the
+rest, mostly pysyncobj's tick thread); added median latency at 1 connection <= 0.5 ms;
+on this 2-core machine throughput >= 45% of single for `majority` and >= 55% for `none`, for
+send, send-batch and receive+delete-batch; failover <= 0.4 s median with no acknowledged send
+lost; a transfer of 1,000,000 messages <= 10 s (and issue 5's: the master keeps >= 70% of its
+throughput meanwhile).
 
     python -m bench --only replication [--quick]
 """
@@ -61,8 +66,12 @@ LABEL = {SINGLE: "single node", MAJORITY: "3 nodes, majority", NONE: "3 nodes, n
 ALL = ["n1", "n2", "n3"]
 CONNECTIONS = 16
 PROCESSES = 2
-GOALS = {"throughput_ratio_majority": 0.80, "added_p50_ms": 1.0, "transfer_s": 10.0,
-         "master_throughput_during_transfer": 0.70, "failover_median_s": 1.0}
+# Issue 18's goals (issue 5 asked for 80% of single's throughput and +1 ms; its closing note
+# showed why two shared cores cannot give that, and issue 18 measures CPU per operation instead).
+# The throughput ratios hold for this 2-core machine only; the CPU ratios hold on any.
+GOALS = {"master_cpu_ratio": 1.5, "replica_cpu_ratio": 0.5, "throughput_ratio_majority": 0.45,
+         "throughput_ratio_none": 0.55, "added_p50_ms": 0.5, "transfer_s": 10.0,
+         "master_throughput_during_transfer": 0.70, "failover_median_s": 0.4}
 _TICK = os.sysconf("SC_CLK_TCK")
 # Part 3 loads the machine flat out (three nodes, the joiner restoring a million messages, the
 # generator) next to whatever else runs here; with the LAN timers a node starved for 0.2 s
@@ -120,6 +129,28 @@ def _cpu_of(pid: int) -> float:
         return float("nan")
 
 
+def _threads_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process by kind of thread: ``loop`` (the main thread: the event loop),
+    ``zmq`` (libzmq's I/O and reaper threads), ``other`` (pysyncobj's tick thread, and a
+    journal's writer where there is one). Threads that ended since are not counted."""
+    out = {"loop": 0.0, "zmq": 0.0, "other": 0.0}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1:raw.rindex(")")]
+        f = raw.rsplit(")", 1)[1].split()
+        cpu = (int(f[11]) + int(f[12])) / _TICK
+        kind = "loop" if tid == str(pid) else "zmq" if comm.startswith("ZMQbg") else "other"
+        out[kind] += cpu
+    return out
+
+
 def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -168,6 +199,20 @@ class Target:
         return self.entry is not None and self.entry.alive()
 
 
+def _stream_counts(t: Target) -> dict[str, int] | None:
+    """The master's log end (one entry per batch) and its stream frame counters, from its status
+    (taken outside the measured window: the call costs the master CPU)."""
+    if t.cluster is None or t.master is None:
+        return None
+    st = t.cluster.status(t.master)
+    if not st:
+        return None
+    rep = st["replication"]
+    peers = rep["transport"]["peers"].values()
+    return {"batches": rep["log"]["last_seq"], "frames_out": sum(p["frames_out"] for p in peers),
+            "frames_in": sum(p["frames_in"] for p in peers)}
+
+
 def _replicas_caught_up(c: Any, master: str) -> bool:
     st = c.status(master)
     if not st:
@@ -186,11 +231,16 @@ class CpuWindow:
         per = {(t.name, n): _cpu_of(pid) for t in self.targets.values() for n, pid in t.pids().items()}
         return per, _machine_busy(), time.monotonic()
 
+    def _threads(self) -> dict[str, dict[str, float]]:
+        return {n: _threads_cpu(pid) for n, pid in self.measured.pids().items()}
+
     def start(self) -> None:
+        self.ta = self._threads()
         self.a = self._sample()
 
     def stop(self) -> None:
         self.b = self._sample()
+        self.tb = self._threads()
 
     def shares(self, client_cpu: float, requests: int = 0) -> dict:
         (pa, ma, ta), (pb, mb, tb) = self.a, self.b
@@ -208,8 +258,22 @@ class CpuWindow:
         if requests:
             # CPU cost is what a saturated machine divides among the processes, so it explains
             # a throughput ratio independently of how busy the machine was.
-            out["master_cpu_us_per_req"] = round(1e6 * master / requests)
-            out["all_nodes_cpu_us_per_req"] = round(1e6 * (master + replicas) / requests)
+            us = lambda x: round(1e6 * x / requests, 1)  # noqa: E731
+            out["master_cpu_us_per_req"] = us(master)
+            out["all_nodes_cpu_us_per_req"] = us(master + replicas)
+            n_replicas = sum(1 for n in mine if n not in ("server", m.master))
+            if n_replicas:
+                # issue 18: what each replica spends per operation it applies (their mean)
+                out["replica_cpu_us_per_req"] = us(replicas / n_replicas)
+            # where each process's CPU went, by thread (see _threads_cpu), per request
+            by_thread: dict[str, dict[str, float]] = {}
+            for n, b in self.tb.items():
+                a = self.ta.get(n) or {}
+                role = "master" if n in ("server", m.master) else "replica"
+                acc = by_thread.setdefault(role, {"loop": 0.0, "zmq": 0.0, "other": 0.0})
+                for kind, v in b.items():
+                    acc[kind] += (v - a.get(kind, 0.0)) / (1 if role == "master" else max(1, n_replicas))
+            out["cpu_us_per_req_by_thread"] = {role: {k: us(v) for k, v in d.items()} for role, d in by_thread.items()}
         return out
 
 
@@ -282,8 +346,10 @@ class ThroughputPart:
                                             processes=PROCESSES, duration=10.0, max_messages=self.sizes.prefill))
                 prefilled = r.messages
             window = CpuWindow(self.targets, t)
+            before = _stream_counts(t)
             r = self.pool.run(self._job(sc, t, url), on_start=window.start)
             window.stop()
+            after = _stream_counts(t)
         finally:
             call(t.entry.port, "DeleteQueue", {"QueueUrl": url}, retry_s=10)
         row = {"scenario": sc.key, "target": t.name, "round": rnd, "master": t.master,
@@ -293,6 +359,12 @@ class ThroughputPart:
                "p99_ms": round(1e3 * r.percentile(99), 3), "errors": r.errors, "error_count": r.error_count,
                "loadavg": _loadavg()[0]}
         row.update(window.shares(r.client_cpu, r.requests))
+        if before and after and after["batches"] > before["batches"]:
+            # how well the master batches (group commit) and how many frames each batch costs
+            batches = after["batches"] - before["batches"]
+            row["requests_per_batch"] = round(r.requests / batches, 2)
+            row["master_frames_out_per_batch"] = round((after["frames_out"] - before["frames_out"]) / batches, 2)
+            row["master_frames_in_per_batch"] = round((after["frames_in"] - before["frames_in"]) / batches, 2)
         if prefilled is not None:
             row["prefilled"] = prefilled
         self.runs.append(row)
@@ -326,9 +398,12 @@ class ThroughputPart:
                         "p50_ms_of_best": best["p50_ms"], "p99_ms_of_best": best["p99_ms"],
                         "master_cpu_pct_of_best": best["master_cpu_pct"],
                         "replicas_cpu_pct_of_best": best["replicas_cpu_pct"],
-                        "master_cpu_us_per_req_median": round(statistics.median(r["master_cpu_us_per_req"] for r in rows)),
+                        "master_cpu_us_per_req_median": round(statistics.median(r["master_cpu_us_per_req"] for r in rows), 1),
                         "all_nodes_cpu_us_per_req_median": round(statistics.median(r["all_nodes_cpu_us_per_req"]
-                                                                                   for r in rows))}
+                                                                                   for r in rows), 1)}
+                    if name != SINGLE:
+                        results[f"{sc.key}/{name}"]["replica_cpu_us_per_req_median"] = round(
+                            statistics.median(r.get("replica_cpu_us_per_req", 0.0) for r in rows), 1)
             for name in (MAJORITY, NONE):
                 per_round = []
                 for rnd in range(self.sizes.rounds):
@@ -342,6 +417,17 @@ class ThroughputPart:
                 key = f"{sc.key}: {name} - single, p50 ms" if sc.mode == "blocking" else f"{sc.key}: {name} / single"
                 ratios[key] = {"per_round": per_round,
                                "median": round(statistics.median(per_round), 3) if per_round else None}
+                if sc.mode == "blocking":
+                    continue
+                # issue 18: CPU per acknowledged operation, each process against the single node's
+                for who, field in (("master", "master_cpu_us_per_req"), ("replica", "replica_cpu_us_per_req")):
+                    per_round = []
+                    for rnd in range(self.sizes.rounds):
+                        a, b = by.get((sc.key, name, rnd)), by.get((sc.key, SINGLE, rnd))
+                        if a and b and b.get("master_cpu_us_per_req") and a.get(field) is not None:
+                            per_round.append(round(a[field] / b["master_cpu_us_per_req"], 3))
+                    ratios[f"{sc.key}: {name} {who} CPU/op / single"] = {
+                        "per_round": per_round, "median": round(statistics.median(per_round), 3) if per_round else None}
         return {"results": results, "within_round": ratios,
                 "errors_total": sum(r["error_count"] for r in self.runs), "runs": self.runs}
 
@@ -897,10 +983,15 @@ def _goals(tp: dict, kills: dict, tr: dict | None) -> list[dict]:
         goals.append({"goal": name, "measured": measured, "target": f"{op} {target}", "met": met, "note": note})
 
     wr = tp["within_round"]
+    for who in ("master", "replica"):
+        m = wr.get(f"send_100B: majority {who} CPU/op / single", {})
+        goal(f"send_100B: 3-node majority {who}'s CPU per send / single node's", m.get("median"), "<=",
+             GOALS[f"{who}_cpu_ratio"], f"median of within-round ratios {m.get('per_round')}")
     for sc in ("send_100B", "send_batch", "receive_delete"):
-        m = wr.get(f"{sc}: majority / single", {})
-        goal(f"{sc}: 3-node majority / single node throughput", m.get("median"), ">=",
-             GOALS["throughput_ratio_majority"], f"median of within-round ratios {m.get('per_round')}")
+        for policy in (MAJORITY, NONE):
+            m = wr.get(f"{sc}: {policy} / single", {})
+            goal(f"{sc}: 3-node {policy} / single node throughput", m.get("median"), ">=",
+                 GOALS[f"throughput_ratio_{policy}"], f"median of within-round ratios {m.get('per_round')}")
     m = wr.get("latency_1conn: majority - single, p50 ms", {})
     goal("added median latency, 3-node majority vs single node, 1 conn, ms", m.get("median"), "<=",
          GOALS["added_p50_ms"], f"median of within-round differences {m.get('per_round')}")
@@ -933,7 +1024,8 @@ def _print(report: dict) -> None:
           f"busy before start {env['background_busy_pct']}% of a core, load avg {env['loadavg_before']} -> "
           f"{env['loadavg_after']})")
     print(f"{'scenario':22} {'target':18} {'msgs/s best':>11} {'median':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'vs single':>10} {'CPU us/req master':>17} {'all nodes':>9}")
+          f"{'vs single':>10} {'CPU us/req master':>17} {'x single':>8} {'replica':>8} {'x single':>8} "
+          f"{'all nodes':>9}")
     for sc in SCENARIOS:
         for name in TARGETS:
             r = tp["results"][f"{sc.key}/{name}"]
@@ -942,10 +1034,16 @@ def _print(report: dict) -> None:
                 print(f"{sc.title:22} {LABEL[name]:18} {'':>11} {'':>8} {r['p50_ms_best']:>7.3f} {r['p99_ms_of_best']:>7.3f} "
                       f"{'' if rel is None else f'+{rel:.3f} ms':>10}")
             else:
-                rel = tp["within_round"].get(f"{sc.key}: {name} / single", {}).get("median")
+                wr = tp["within_round"]
+                rel = wr.get(f"{sc.key}: {name} / single", {}).get("median")
+                mx = wr.get(f"{sc.key}: {name} master CPU/op / single", {}).get("median")
+                rx = wr.get(f"{sc.key}: {name} replica CPU/op / single", {}).get("median")
+                rep = r.get("replica_cpu_us_per_req_median")
+                x = lambda v: "" if v is None else f"{v:.2f}x"  # noqa: E731
                 print(f"{sc.title:22} {LABEL[name]:18} {r['msgs_per_s_best']:>11,} {r['msgs_per_s_median']:>8,} "
                       f"{r['p50_ms_of_best']:>7.3f} {r['p99_ms_of_best']:>7.3f} "
                       f"{'' if rel is None else f'{100 * rel:.0f}%':>10} {r['master_cpu_us_per_req_median']:>17} "
+                      f"{x(mx):>8} {'' if rep is None else rep:>8} {x(rx):>8} "
                       f"{r['all_nodes_cpu_us_per_req_median']:>9}")
     for policy in (NONE, MAJORITY):
         k = kills["by_policy"][policy]
