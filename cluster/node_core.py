@@ -160,7 +160,9 @@ class FenceDone:
 
 @dataclass(frozen=True, slots=True)
 class TransferLeadership:
-    """Hand Raft leadership to the most caught-up follower (an operator's step-down)."""
+    """Hand Raft leadership to ``to``, or to the most caught-up follower (an operator's step-down)."""
+
+    to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +282,7 @@ class NodeCore:
         self._forwarded: dict[str, tuple[int | None, set[int], deque[int]]] = {}
         self._next_storage_tick = 0.0
         self._leader_contact: tuple[str, float] | None = None   # (Raft leader, when it last led us)
+        self._sync_stuck_since: float | None = None
         self._progress: tuple | None = None
         self._progress_at = float("-inf")
         self.last_transfer_at: float | None = None
@@ -450,10 +453,10 @@ class NodeCore:
         self._forwards.clear()
         return out
 
-    def step_down(self, now: float) -> list[Action]:
+    def step_down(self, now: float, to: str | None = None) -> list[Action]:
         out: list[Action] = []
         self._membership(StepDown(now), now, out)
-        out.append(ToRaft(TransferLeadership()))
+        out.append(ToRaft(TransferLeadership(to)))
         return out
 
     # -- events from the Raft thread ---------------------------------------------------------------
@@ -540,6 +543,7 @@ class NodeCore:
         if self.settings.storage_ticks and now >= self._next_storage_tick and self.serving(now):
             self._storage_tick(now, out)
         self._progress_line(now, out)
+        self._hand_on_check(now, out)
         self._stand_check(out)
         self._snapshot_step(now, out)
         if self._flush_due:
@@ -770,6 +774,30 @@ class NodeCore:
             why = "" if allowed else "its journal failed" if self.journal_error is not None \
                 else "a state transfer is bringing this node up"
             out.append(ToRaft(MayStand(allowed, why)))
+
+    def _hand_on_check(self, now: float, out: list[Action]) -> None:
+        """An amnesiac Raft leader whose sync cannot finish with the members it reaches hands
+        leadership to a member that answered with its memory intact. Without this, a node that
+        restarted empty into a bridge and won Raft through the bridging member held the whole
+        group without a master until the bridge healed: the members beyond the bridge, which
+        its sync needs, could elect nobody while it led them (the simulator, seed 103). The wait
+        is the connection timeout: a member not heard from for that long is unreachable."""
+        sync = self.replication.sync
+        m = self.membership
+        to = None
+        if sync is not None and m.role == "leader" and m.abdicated_term != m.term:
+            to = sync.hand_on_to(frozenset(p for p in self.liveness.peers if self.liveness.connected(p)))
+        if to is None:
+            self._sync_stuck_since = None
+            return
+        if self._sync_stuck_since is None:
+            self._sync_stuck_since = now
+        elif now - self._sync_stuck_since >= self.timing.connection_timeout:
+            self._sync_stuck_since = None
+            out.append(Record(now, "hand_on", {"to": to, "term": m.term,
+                                               "reason": "amnesiac, and its sync lacks a majority it can reach"}))
+            self._membership(StepDown(now), now, out)
+            out.append(ToRaft(TransferLeadership(to)))
 
     def _storage_tick(self, now: float, out: list[Action]) -> None:
         """Let time act on the master: its effects are replicated like a client's operation."""

@@ -216,12 +216,13 @@ class ReplicatedStorage:
     def status(self, digest: bool = False) -> NodeStatus:
         return node_status(self, digest=digest)
 
-    async def step_down(self, timeout: float = 5.0) -> bool:
-        """Make this master inactive at once and hand Raft leadership to the most caught-up
-        follower. False if this node is not the master (nothing is done then)."""
-        if self.core.membership.role != "leader":
+    async def step_down(self, timeout: float = 5.0, to: str | None = None) -> bool:
+        """Make this master inactive at once and hand Raft leadership to ``to``, or to the most
+        caught-up follower. False if this node is not the master, or ``to`` is no other member
+        (nothing is done then), or pysyncobj refused (``to`` not connected or not caught up)."""
+        if self.core.membership.role != "leader" or (to is not None and (to == self.name or to not in self.core.members)):
             return False
-        self._act(self.core.step_down(self._now()))
+        self._act(self.core.step_down(self._now(), to))
         assert self._transfer is not None
         return await asyncio.wait_for(self._transfer, timeout)
 
@@ -324,7 +325,7 @@ class ReplicatedStorage:
             self._serve(a)
         elif t is ToRaft:
             if type(a.action) is TransferLeadership:
-                self._transfer = self.membership.transfer_leadership()
+                self._transfer = self.membership.transfer_leadership(a.action.to)
             else:
                 self.membership.submit(a.action)
         elif t is ServingChanged:

@@ -250,14 +250,22 @@ class MembershipNode:
         self._mailbox.append(action)
         self._wake()
 
-    def transfer_leadership(self) -> "asyncio.Future[bool]":
-        """Hand Raft leadership to the most caught-up follower; the future says whether it went."""
+    def transfer_leadership(self, to: str | None = None) -> "asyncio.Future[bool]":
+        """Hand Raft leadership to ``to`` (None: the most caught-up follower); the future says
+        whether it went."""
         fut = self._loop.create_future()
 
         def done(_res: Any, err: Any) -> None:
             self._loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(err == FAIL_REASON.SUCCESS))
 
-        self._mailbox.append(lambda: self._so.transferLeadership(callback=done))
+        def transfer() -> None:
+            node = None if to is None else self._node(to)
+            if to is not None and node is None:
+                done(None, FAIL_REASON.REQUEST_DENIED)   # no longer a member
+            else:
+                self._so.transferLeadership(node, callback=done)
+
+        self._mailbox.append(transfer)
         self._wake()
         return fut
 

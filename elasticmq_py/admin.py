@@ -76,10 +76,17 @@ class ClusterAdmin:
         if path == "/cluster/step-down":
             if method != "POST":
                 return 405, {"error": "use POST"}
-            if await self.backend.step_down():
-                return 200, {"stepped_down": True}
+            try:
+                to = json.loads(req.body or b"{}").get("to")
+            except (ValueError, AttributeError):
+                return 400, {"error": 'the body is JSON: {} or {"to": "NAME"}'}
+            if to is not None and not isinstance(to, str):
+                return 400, {"error": '"to" names a member'}
+            if await self.backend.step_down(to=to):
+                return 200, {"stepped_down": True, **({"to": to} if to else {})}
             master = self.backend.status().master
-            return 409, {"error": "not the master, or no follower to hand over to", "master": master}
+            return 409, {"error": "not the master, or no follower to hand over to" if to is None else
+                         f"not the master, or {to} is no other member connected and caught up", "master": master}
         if path == "/cluster/members":
             if method != "POST":
                 return 405, {"error": "use POST"}

@@ -85,10 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sd = sub.add_parser("step-down", help="make the master hand over to another member",
                         description="Ask the master to stop serving and hand Raft leadership to the most "
-                                    "caught-up follower (operator-forced failover). There is no automatic "
-                                    "failback. Must be sent to the master's endpoint.")
+                                    "caught-up follower, or to --to NAME (operator-forced failover). There "
+                                    "is no automatic failback. Must be sent to the master's endpoint.")
     _endpoint_arg(sd)
     _secret_args(sd)
+    sd.add_argument("--to", metavar="NAME", help="the member to hand over to (it must be connected and caught up)")
 
     m = sub.add_parser("members", help="add or remove cluster members at runtime",
                        description="Change the Raft configuration of a running cluster. Send to the "
@@ -281,8 +282,8 @@ def _mutate(args: argparse.Namespace, method: str, path: str, body: Any, done: C
 
 
 def _step_down(args: argparse.Namespace) -> int:
-    return _mutate(args, "POST", "/cluster/step-down", None,
-                   lambda r: "stepped down: another member takes over as master")
+    return _mutate(args, "POST", "/cluster/step-down", {"to": args.to} if args.to else None,
+                   lambda r: f"stepped down: {r.get('to') or 'another member'} takes over as master")
 
 
 def _members(args: argparse.Namespace) -> int:

@@ -166,8 +166,8 @@ class ClusterBackend:
 
     # -- operator actions (the admin routes) ---------------------------------------------------
 
-    async def step_down(self) -> bool:
-        return await self.replicated.step_down()
+    async def step_down(self, to: str | None = None) -> bool:
+        return await self.replicated.step_down(to=to)
 
     async def add_member(self, spec: NodeSpec) -> None:
         await self.replicated.add_member(spec)

@@ -39,7 +39,7 @@ from cluster.checker.schema import NodeEvent
 from cluster.compaction import Snapshot
 from cluster.config import Timing
 from cluster.election import (
-    APPEND, OTHER, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore, Fence, LeaderContact, LeaseAck, LeaseAcked,
+    APPEND, OTHER, TIMEOUT_NOW, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore, Fence, LeaderContact, LeaseAck, LeaseAcked,
     PreVote, PreVoteReply, RaftState, Release, Send as RaftSend, Stand, TermAhead,
 )
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
@@ -49,7 +49,7 @@ from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journaling import rebuild
 from cluster.node_core import (
     Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand,
-    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft, restarts_amnesiac,
+    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft, TransferLeadership, restarts_amnesiac,
 )
 from cluster.replication.core import StorageReplaced, TransferSettings
 from cluster.replication.master import Limits
@@ -57,7 +57,7 @@ from cluster.replication.messages import Ack, AckPolicy, ForwardReply, Rejected,
 
 from sim.disk import SimDisk
 from sim.net import RAFT, STREAM
-from sim.raft import AppendEntries, Durable, RaftNode, RequestVote
+from sim.raft import AppendEntries, Durable, RaftNode, RequestVote, TimeoutNow
 
 if TYPE_CHECKING:
     from sim.world import Request, World
@@ -257,7 +257,8 @@ class SimNode:
             self._election(self.election.on_message(sender, msg, now_s, self._state()))
             return
         t = type(msg)
-        kind = VOTE_REQUEST if t is RequestVote else APPEND if t is AppendEntries else OTHER
+        kind = VOTE_REQUEST if t is RequestVote else APPEND if t is AppendEntries \
+            else TIMEOUT_NOW if t is TimeoutNow else OTHER
         self._election(self.election.on_raft(sender, kind, msg.term, msg, now_s, self._state()))
 
     def _election(self, actions: list[Any]) -> None:
@@ -306,6 +307,8 @@ class SimNode:
             self._election(self.election.may_stand(action.allowed, action.why))
         elif t is FenceDone:
             self._election(self.election.fence_done(action.term))
+        elif t is TransferLeadership:
+            self.raft.transfer_leadership(action.to, self.world.now_s)
 
     # --- the loop side -------------------------------------------------------------------------------
 

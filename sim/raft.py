@@ -28,7 +28,9 @@ The node feeds the membership core what the live runtime feeds it: a ``RaftSampl
 role/term change, a ``LeaseAck`` per accepted heartbeat, a ``ViewCommitted`` per applied view
 entry. What it leaves to the chaos tests (tests against real pysyncobj processes):
 pysyncobj's own bugs and timing quirks, its batching and snapshots, dynamic membership changes,
-leadership transfer, and clock drift between nodes (the simulator shares one clock).
+and clock drift between nodes (the simulator shares one clock). Leadership transfer is modelled
+on pysyncobj's ``transferLeadership`` (``RaftNode.transfer_leadership``): the leader sends
+``TimeoutNow`` to a fully caught-up follower, whose election core then stands at once.
 """
 
 from __future__ import annotations
@@ -75,6 +77,11 @@ class AppendEntries:
 
 
 @dataclass(frozen=True, slots=True)
+class TimeoutNow:
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
 class AppendReply:
     term: int
     success: bool
@@ -108,6 +115,7 @@ class RaftNode:
         self.match: dict[str, int] = {}
         self.last_response: dict[str, float] = {}
         self.last_heartbeat = 0.0
+        self.leader_since = 0.0     # when it last took office (World.stood judges disruptions by it)
         if restore is not None:
             self.term, self.voted_for, self.commit = restore.term, restore.voted_for, restore.commit
             self.log = list(restore.log)
@@ -169,6 +177,7 @@ class RaftNode:
             return
         self.role = LEADER
         self.leader = self.name
+        self.leader_since = now
         for p in self.peers:
             self.next_index[p] = self.last_index + 1
             self.match[p] = 0
@@ -177,6 +186,22 @@ class RaftNode:
         self._broadcast(now)
 
     # --- the leader's side ----------------------------------------------------------------------
+
+    def transfer_leadership(self, to: str | None, now: float) -> bool:
+        """pysyncobj's ``transferLeadership``: only a leader, only to a connected follower (here:
+        one heard from within the connection timeout) whose log matches the leader's to the end;
+        None picks the most caught-up of them. True if ``TimeoutNow`` was sent."""
+        if self.role != LEADER:
+            return False
+        connected = [p for p in self.peers if now - self.last_response.get(p, -1e9) < self.t.connection_timeout]
+        if to is None:
+            if not connected:
+                return False
+            to = max((self.match.get(p, 0), p) for p in connected)[1]
+        if to not in connected or self.match.get(to, 0) != self.last_index:
+            return False
+        self._send(to, TimeoutNow(self.term))
+        return True
 
     def propose(self, record: Any, now: float) -> bool:
         if self.role != LEADER:

@@ -193,6 +193,22 @@ class SyncCoordinator:
                            != (self.quorum <= len(self.positions)))
         return counted >= self.quorum or len(self.positions) >= self.everyone
 
+    def hand_on_to(self, reachable: frozenset[str]) -> str | None:
+        """An amnesiac master's way out of a sync it cannot finish: every member it reaches has
+        answered, and without its own position (it counts in no quorum) they are no majority. A
+        member that answered with its memory intact may reach the members this one cannot (a
+        bridge), and its own position counts there: the most advanced such member, to hand
+        Raft leadership to. None while this sync may still finish, or nobody is better placed."""
+        if self.state != self.COLLECTING or self.self_name not in self.amnesiac:
+            return None
+        if sum(1 for n in self.positions if n not in self.amnesiac) >= self.quorum \
+                or len(self.positions) >= self.everyone:
+            return None
+        if any(m not in self.positions for m in self.members if m in reachable):
+            return None
+        intact = [(p.key, n) for n, p in self.positions.items() if n not in self.amnesiac]
+        return max(intact)[1] if intact else None
+
     def _fetched(self, sender: str, frame: Batch, now_ms: int) -> list[Action]:
         log = self.log
         if frame.seq == log.last_seq and log.last_seq:

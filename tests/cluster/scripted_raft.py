@@ -72,7 +72,7 @@ class ScriptedRaft:
         if type(action) is ProposeView:
             self.nodes.commit(action.view)
 
-    def transfer_leadership(self) -> "asyncio.Future[bool]":
+    def transfer_leadership(self, to: str | None = None) -> "asyncio.Future[bool]":
         fut = asyncio.get_running_loop().create_future()
         fut.set_result(False)
         return fut

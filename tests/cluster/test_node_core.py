@@ -21,7 +21,7 @@ from cluster.errors import MasterChanged, NotServing, Throttled
 from cluster.membership import FOLLOWER, LEADER, ProposeView, RaftSample, Record
 from cluster.node_core import (
     POLICY_TAG, Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local,
-    MayStand, NodeCore, Refuse, ServeForwarded, ServingChanged, ToRaft, Warn,
+    MayStand, NodeCore, Refuse, ServeForwarded, ServingChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.replication.core import TransferSettings
 from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send
@@ -40,6 +40,7 @@ class Cores:
         self.cores: dict[str, NodeCore] = {}
         self.queue: deque[tuple[str, str, Any]] = deque()
         self.down: set[str] = set()
+        self.cut: set[tuple[str, str]] = set()   # (from, to) links that lose every frame
         self.out: dict[str, list[Any]] = {n: [] for n in names}
         self.to_raft: dict[str, list[Any]] = {n: [] for n in names}
         for i, n in enumerate(names):
@@ -49,13 +50,24 @@ class Cores:
             self.cores[n] = NodeCore(n, names, settings, Storage(self.clock, IdSource(i + 1)),
                                      lambda i=i: Storage(self.clock, IdSource(i + 100)), incarnation=i + 1,
                                      bugs=bugs)
+        self.settings = settings
+
+    def restart_amnesiac(self, name: str) -> None:
+        """``name`` comes back with empty memory (no journal), under a new incarnation."""
+        i = 1 + list(self.cores).index(name)
+        self.cores[name] = NodeCore(name, tuple(self.cores), self.settings, Storage(self.clock, IdSource(i + 200)),
+                                    lambda: Storage(self.clock, IdSource(i + 300)), incarnation=i + 1000,
+                                    amnesiac=True)
+        self.out[name], self.to_raft[name] = [], []
+        view = next(c.membership.view for n, c in self.cores.items() if n != name and n not in self.down)
+        self.handle(name, self.cores[name].view_committed(view, self.now))   # Raft's state is kept
 
     def handle(self, name: str, actions: list[Any]) -> list[Any]:
         flush = False
         for a in actions:
             t = type(a)
             if t is Send:
-                if name not in self.down and a.to not in self.down:
+                if name not in self.down and a.to not in self.down and (name, a.to) not in self.cut:
                     self.queue.append((name, a.to, a.frame))
             elif t is ToRaft:
                 self.to_raft[name].append(a.action)
@@ -430,3 +442,37 @@ def test_a_forwarded_request_delivered_twice_is_served_once():
     from cluster.replication.wire import Heartbeat
     n1.frame("n2", Heartbeat(incarnation=999, hears_you=True), c.now)
     assert [type(a) for a in n1.frame("n2", Forward(7, b"receive"), c.now)] == [ServeForwarded]
+
+
+def test_an_amnesiac_master_whose_sync_cannot_finish_hands_leadership_on():
+    """The simulator's seed 103: n2 restarts empty into a bridge through n1 (n2 and n3 cut
+    apart) and wins Raft there. Its own position counts in no sync quorum, so with n3 out of
+    reach the sync can never finish; after the connection timeout it steps down and hands
+    leadership to n1, which answered with its memory intact and may reach n3."""
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    c.restart_amnesiac("n2")
+    c.cut |= {("n2", "n3"), ("n3", "n2")}
+    c.lead("n2", 2, ackers=("n1",))
+    c.tick(0.05, rounds=10, leading="n2")
+    assert not [a for a in c.to_raft["n2"] if type(a) is TransferLeadership], "not before the timeout"
+    c.tick(0.05, rounds=20, leading="n2")
+    assert [a for a in c.to_raft["n2"] if type(a) is TransferLeadership] == [TransferLeadership("n1")]
+    assert [a.event for a in c.out["n2"] if type(a) is Record and a.event in ("hand_on", "step_down")] \
+        == ["hand_on", "step_down"]
+    assert type(c.cores["n2"].route(c.now)) is Refuse
+
+
+def test_an_amnesiac_master_that_reaches_everyone_finishes_its_sync_and_keeps_leading():
+    c = Cores()
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    c.restart_amnesiac("n2")
+    c.lead("n2", 2)
+    for _ in range(40):
+        c.tick(0.05, leading="n2")
+        if c.cores["n2"].serving(c.now):
+            break
+    assert c.cores["n2"].serving(c.now), "every member answered: the sync decides"
+    assert not [a for a in c.to_raft["n2"] if type(a) is TransferLeadership]

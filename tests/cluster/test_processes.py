@@ -190,6 +190,10 @@ def test_step_down_hands_over_without_failback(make_cluster):
     other = next(n for n in c.names if n != new)
     code, _ = c.post(other, "/cluster/step-down")
     assert code == 409, "only the master can step down"
+    target = next(n for n in c.names if n not in (new, old))   # the one never master here
+    code, body = c.post(new, "/cluster/step-down", {"to": target})
+    assert code == 200 and body == {"stepped_down": True, "to": target}, body
+    assert c.wait_for("the named member as master", c.stable_master(members={"n1", "n2", "n3"}), 10) == target
 
 
 def test_join_and_leave_at_runtime(make_cluster):

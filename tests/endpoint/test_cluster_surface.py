@@ -81,8 +81,8 @@ class _FakeMembers:
     def __init__(self):
         self.calls = []
 
-    async def step_down(self):
-        self.calls.append("step-down")
+    async def step_down(self, to=None):
+        self.calls.append("step-down" if to is None else ("step-down", to))
         return True
 
     async def add_member(self, spec):
@@ -118,6 +118,12 @@ def test_admin_routes_check_source_and_secret():
     assert fake.calls[-1] == ("remove", "n4") and fake.calls[0] == "step-down"
     wide = ClusterAdmin(fake, "s3", ("0.0.0.0/0",))
     assert _admin_call(wide, "POST", "/cluster/step-down", "10.1.2.3", "s3").status == 200
+    r = _admin_call(wide, "POST", "/cluster/step-down", "127.0.0.1", "s3", b'{"to": "n2"}')
+    assert r.status == 200 and json.loads(r.body) == {"stepped_down": True, "to": "n2"}
+    assert fake.calls[-1] == ("step-down", "n2")
+    assert _admin_call(wide, "POST", "/cluster/step-down", "127.0.0.1", "s3", b'{"to": 2}').status == 400
+    assert _admin_call(wide, "POST", "/cluster/step-down", "127.0.0.1", "s3", b'not json').status == 400
+    assert fake.calls[-1] == ("step-down", "n2"), "a bad body does nothing"
 
 
 def test_single_node_server_has_no_cluster_admin(capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import MasterReplicator
 from cluster.replication.messages import Ack, AckPolicy, Complete
@@ -155,4 +157,26 @@ def test_seed_24_a_drain_that_still_receives_does_not_give_up():
     sc = generate(24, duration=60.0)
     assert "busy" in sc.rare
     r = simulate(sc)
+    assert r.ok, r.failures
+
+
+def test_seed_103_an_amnesiac_master_that_cannot_sync_hands_leadership_on():
+    """Seed 103 (3 nodes, majority): master n2 restarted with empty memory into a bridge through
+    n1 and won Raft there; its sync needed n3, beyond the bridge (an amnesiac's own position
+    counts in no quorum), so nobody served for 6 s while n1 and n3, healthy and holding
+    everything, could elect nobody. It now hands leadership to n1, which reaches n3."""
+    sc = generate(103, duration=60.0)
+    r = simulate(sc)
+    assert r.ok, r.failures
+    lines = [json.loads(x) for x in r.history.splitlines()]
+    assert [(e["node"], e["to"]) for e in lines if e.get("event") == "hand_on"] == [("n2", "n1")]
+
+
+def test_seed_100057_a_change_that_may_have_preceded_a_receive_does_not_bound_its_window():
+    """Seed 100057 (journal, fsync interval): a ChangeMessageVisibility through an earlier,
+    expired handle overlapped the next receive. The checker took it as certainly applied to the
+    new window and reported a third receive as an in-window duplicate; the store had run the
+    change first, on a visible message (a no-op, as SQS does). The checker's fault, not the
+    store's (tests/checker/test_anomalies.py has the history in small)."""
+    r = simulate(generate(100057, duration=60.0))
     assert r.ok, r.failures
