@@ -196,6 +196,42 @@ def test_step_down_hands_over_without_failback(make_cluster):
     assert c.wait_for("the named member as master", c.stable_master(members={"n1", "n2", "n3"}), 10) == target
 
 
+def test_an_amnesiac_master_that_cannot_finish_its_sync_hands_leadership_on(make_cluster):
+    """The simulator's seed 103 with real processes. A node restarted with empty memory (Raft's
+    state kept, no data-dir) leads through a bridge: its own position counts in no sync quorum
+    and the third member is beyond the bridge, so its sync can never finish. After the
+    connection timeout it hands leadership to the member that answered intact, which reaches
+    the third and serves. (To make the restarted node lead, the test asks the master to hand
+    over to it; its stream from the master stays cut until then, so nothing brings it up to
+    date first and clears its amnesia.)"""
+    c = make_cluster(["n1", "n2", "n3"], proxied=True)
+    c.start_all()
+    m = c.wait_for("first master", c.stable_master(members={"n1", "n2", "n3"}), 15)
+    a, b = [n for n in c.names if n != m]
+    sqs = c.sqs(m)
+    url = sqs.create_queue(QueueName="kept")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="acknowledged before everything")
+    c.kill(a)
+    c.proxies[(m, a)].stream.cut()
+    c.start(a)
+    c.wait_for("the restarted node follows the master's Raft",
+               lambda: (c.status(a) or {}).get("leader") == m, 10)
+    assert c.status(a)["replication"]["amnesiac"] is True
+    c.bridge(a, m, b)
+    code, body = c.post(m, "/cluster/step-down", {"to": a})
+    assert code == 200, body
+    c.proxies[(m, a)].stream.heal()          # the stepped-down master streams nothing now
+    handed = c.wait_for("the amnesiac leader hands on",
+                        lambda: [e for e in c.history(a) if e["event"] == "hand_on"], 10)
+    assert handed[0]["to"] == m
+    new = c.wait_for("a master that reaches the far end", c.stable_master(members={"n1", "n2", "n3"}), 10)
+    assert new == m and c.status(b)["master"] == m
+    got = c.sqs(m).receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    assert [x["Body"] for x in got] == ["acknowledged before everything"]
+    c.heal_all()
+    c.wait_for("one view with everyone", c.stable_master(members={"n1", "n2", "n3"}), 15)
+
+
 def test_join_and_leave_at_runtime(make_cluster):
     c = make_cluster(["n1", "n2", "n3", "n4"])
     # n1..n3 are the configured group; n4 knows about them (and itself) but they do not know n4.
