@@ -34,6 +34,8 @@ POINTS: dict[str, str] = {
                    "alternative: they count like any other",
     "sync.fetch_verify": "a fetched copy of our last entry with another written_epoch means our tail is not "
                          "the truth's (transfer); alternative: the seq alone is compared",
+    "sync.hand_on": "an amnesiac master short of a sync quorum hands leadership on only once every member "
+                    "it reaches has answered; alternative: as soon as it lacks the quorum",
     "sync.divergent": "a member is a prefix of the synced log if it holds our entry at its last seq; "
                       "alternative: a member no longer than us is a prefix (seq only)",
     "log.lookup": "a seq behind the log's first entry is not held (None); "

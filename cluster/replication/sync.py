@@ -204,7 +204,10 @@ class SyncCoordinator:
         if sum(1 for n in self.positions if n not in self.amnesiac) >= self.quorum \
                 or len(self.positions) >= self.everyone:
             return None
-        if any(m not in self.positions for m in self.members if m in reachable):
+        waiting = any(m not in self.positions for m in self.members if m in reachable)
+        if decisions.ON:
+            decisions.note("sync.hand_on", waiting)
+        if waiting:
             return None
         intact = [(p.key, n) for n, p in self.positions.items() if n not in self.amnesiac]
         return max(intact)[1] if intact else None
