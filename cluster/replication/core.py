@@ -154,7 +154,7 @@ class ReplicationCore:
         if self.master_core is not None:
             # Operations executed here but not yet cut into a batch already changed the state:
             # log them (as this epoch's unacknowledged tail) rather than leave state ahead of log.
-            out += [a for a in self.master_core.flush(now_ms) if not isinstance(a, Send)]
+            out += [a for a in self.master_core.flush(now_ms, force=True) if not isinstance(a, Send)]
         out.append(Abandoned(f"view changed to master {master} in epoch {epoch}"))
         if self.serving:
             out.append(Serving(False, self.epoch))

@@ -78,6 +78,9 @@ class ReplicationLog:
         out, self.unjournaled = self.unjournaled, []
         return out or []
 
+    def newest(self) -> Entry | None:
+        return self._entries[-1] if self._entries else None
+
     def get(self, seq: int) -> Entry | None:
         if decisions.ON and self._entries:
             # a lookup that checks only the upper bound: a trimmed seq indexes from the end

@@ -3,7 +3,17 @@
 Client operations are executed on the master's storage first; their mutations are *staged*
 here and cut into one batch per ``flush`` (group commit: under load one batch, hence one network
 round trip, carries many operations). Each batch gets the next ``seq`` of the log and is
-streamed to every connected replica at once; replicas ack cumulatively. An operation completes
+streamed to every connected replica at once; replicas ack cumulatively.
+
+Under load a batch waits for the one before it (``Limits.hold_ms``): while the newest batch is
+in flight (no replica has acked it yet) and younger than ``hold_ms``, a flush cuts nothing, and
+the first ack (or a flush after ``hold_ms``, or a tick) cuts everything staged meanwhile into one
+batch. A lone client never waits (its previous batch is acked before it sends again, except
+under ``none``, where it was answered already); under load each round trip to the fastest
+replica carries one batch instead of one per turn of the loop. What that saves is per frame,
+not per operation: each batch costs the master a ZeroMQ send per replica and an ack received
+from each, and each replica a frame received, a loop turn and an ack sent, 150-300 µs of CPU in
+all on this 2-core machine whatever the batch holds. An operation completes
 when enough replicas acked its batch for *its* ack policy (policies can differ per queue, so
 there is one queue of waiting operations per policy, each completing in seq order).
 
@@ -56,6 +66,9 @@ class Limits:
     max_inflight_entries: int = 1_024
     throttle_lag_batches: int = 10_000
     throttle_lag_ms: int = 5_000
+    # Staged operations wait for the newest batch's first ack, at most this long (module
+    # docstring); 0 cuts a batch at every flush.
+    hold_ms: int = 10
 
 
 class MasterReplicator:
@@ -104,9 +117,12 @@ class MasterReplicator:
             return [Complete((op_id,))]
         return []
 
-    def flush(self, now_ms: int) -> list[Action]:
-        """Cut staged operations into batches and stream them."""
+    def flush(self, now_ms: int, force: bool = False) -> list[Action]:
+        """Cut staged operations into batches and stream them; unless ``force``d, not while the
+        newest batch is still in flight (``holding``)."""
         actions: list[Action] = []
+        if not force and self._staged and self.holding(now_ms):
+            return actions
         while self._staged:
             ops = self._staged[:self.limits.max_batch_ops]
             del self._staged[:self.limits.max_batch_ops]
@@ -141,7 +157,10 @@ class MasterReplicator:
             if r.acked == self.log.last_seq:
                 r.caught_up = True
             r.connected = True
-            return self._pump(r, now_ms) + self._completions() + self._flow_control(now_ms)
+            out = self._pump(r, now_ms) + self._completions()
+            if self._staged and not self.holding(now_ms):
+                return out + self.flush(now_ms)   # the operations held behind the acked batch
+            return out + self._flow_control(now_ms)
         if isinstance(frame, SyncStatus):
             if frame.epoch != self.epoch:
                 return [Rejected(sender, f"sync status for epoch {frame.epoch}, ours is {self.epoch}")]
@@ -160,6 +179,8 @@ class MasterReplicator:
 
     def on_tick(self, now_ms: int) -> list[Action]:
         actions: list[Action] = []
+        if self._staged and not self.holding(now_ms):
+            actions.extend(self.flush(now_ms))   # held past hold_ms with no flush since
         for r in self.replicas.values():
             if not r.connected or r.needs_transfer or now_ms - r.last_progress_ms < self.limits.resend_after_ms:
                 continue
@@ -261,6 +282,24 @@ class MasterReplicator:
         replicas = {m: self.replicas.get(m) or ReplicaProgress(m) for m in self.members if m != self.self_name}
         self.replicas = replicas
         return self._completions()
+
+    def holding(self, now_ms: int) -> bool:
+        """Whether staged operations wait for the newest batch: it went to a replica that may
+        ack it, none has yet, and it is younger than ``hold_ms``."""
+        hold = self.limits.hold_ms
+        last = self.log.last_seq
+        if hold <= 0 or last == 0:
+            return False
+        in_flight = False
+        for r in self.replicas.values():
+            if r.connected and r.positioned and not r.needs_transfer and r.sent >= last:
+                if r.acked >= last:
+                    return False
+                in_flight = True
+        if not in_flight:
+            return False
+        newest = self.log.newest()
+        return newest is not None and newest.seq == last and now_ms - newest.created_ms < hold
 
     # --- state for operators ------------------------------------------------------------------
 

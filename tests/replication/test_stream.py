@@ -55,6 +55,8 @@ class Cluster:
             self.handle(self.master_name, self.master.replica_connected(name, now))
 
     def handle(self, sender: str, actions: list) -> None:
+        if sender == self.master_name:
+            self.note_batches()
         for a in actions:
             if isinstance(a, Send):
                 self.net.send(sender, a.to, a.frame)
@@ -95,13 +97,18 @@ class Cluster:
         self.next_op += 1
         self.handle(self.master_name, self.master.submit(op, muts))
         if muts and op not in self.completed:
-            self.op_seq[op] = -1   # filled in at flush
+            self.op_seq[op] = -1   # filled in once its batch is cut (note_batches)
+
+    def note_batches(self) -> None:
+        """Which batch each waiting operation went into: a flush cuts one, and so does an ack or
+        a tick when the flush before held the operations back (Limits.hold_ms)."""
+        for waiting in self.master._waiting.values():
+            for seq, op in waiting:
+                if self.op_seq.get(op) == -1:
+                    self.op_seq[op] = seq
 
     def flush(self) -> None:
-        pending = [op for op, s in self.op_seq.items() if s == -1]
         self.handle(self.master_name, self.master.flush(self.clock.now_ms()))
-        for op in pending:
-            self.op_seq[op] = self.master.log.last_seq
 
     def _receive(self, sender: str, to: str, frame: object) -> None:
         now = self.clock.now_ms()
