@@ -23,6 +23,12 @@ Layout of one ZeroMQ message::
 * The MAC is checked (``hmac.compare_digest``) before a single byte of the payload is parsed;
   msgpack never sees unauthenticated input, and nothing is ever unpickled.
 
+Cost. A batch and its acks cross the wire for every group commit, so those two frames (and the
+heartbeat) are packed and checked by code written for them (``_FAST``) rather than by the
+generic schema walk, and each MAC starts from a copy of an HMAC already keyed and fed the
+authenticated prefix of its link (one per recipient): 2-3.5 µs per batch or ack frame instead
+of 5-6 (this machine, noisy). The bytes are the same either way.
+
 Tags are positions in ``messages.FRAME_TYPES`` (append-only there), so new frame types need no
 change here: a frame is any frozen dataclass whose fields are int / str / bytes / bool / None,
 tuples of those (``tuple[int, ...]`` or fixed ``tuple[str, int]``), unions of those, or nested
@@ -221,19 +227,35 @@ class WireCodec:
         self._tags[Heartbeat] = HEARTBEAT_TAG
         self._by_tag = {i: _schema(cls) for cls, i in self._tags.items()}   # schema errors fail here, at start
         self._cluster_field = _u16(cluster.encode())
+        # recipient -> an HMAC already keyed and fed the authenticated prefix: each frame's MAC
+        # is a copy of it, fed the frame
+        self._macs: dict[str, Any] = {}
+        self._own_mac = self._keyed(self_name)
+        self._head = MAGIC + self._name_field
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+        fast = {messages.Batch: _FAST_BATCH, messages.Ack: _FAST_ACK, Heartbeat: _FAST_HEARTBEAT}
+        self._fast_decode = {self._tags[cls]: check for cls, check in fast.items() if cls in self._tags}
         # The same frame is sent to every replica in turn: pack it once.
         self._last_frame: Any = None
         self._last_head: bytes = b""
 
     def encode(self, frame: Any, to: str) -> bytes:
         if frame is not self._last_frame:
-            tag = self._tags.get(type(frame))
+            t = type(frame)
+            tag = self._tags.get(t)
             if tag is None:
-                raise TypeError(f"{type(frame).__name__} is not a frame type")
-            payload = msgpack.packb([tag, *self._by_tag[tag].to_wire(frame)], use_bin_type=True)
-            self._last_frame, self._last_head = frame, MAGIC + self._name_field + payload
+                raise TypeError(f"{t.__name__} is not a frame type")
+            if t is messages.Batch:
+                payload = self._pack((tag, frame.epoch, frame.seq, frame.written_epoch, frame.mutations))
+            elif t is messages.Ack:
+                payload = self._pack((tag, frame.epoch, frame.seq))
+            else:
+                payload = self._pack([tag, *self._by_tag[tag].to_wire(frame)])
+            self._last_frame, self._last_head = frame, self._head + payload
         head = self._last_head
-        return head + self._mac(to, head)
+        m = (self._macs.get(to) or self._keyed(to)).copy()
+        m.update(head)
+        return head + m.digest()
 
     def decode(self, data: bytes) -> tuple[str, Any]:
         """(authenticated sender name, frame), or WireError and nothing else."""
@@ -261,7 +283,9 @@ class WireCodec:
         if len(data) < len(MAGIC) + 1 + MAC_SIZE or not data.startswith(MAGIC):
             raise WireError("not a stream frame (bad magic or too short)")
         head, mac = data[:-MAC_SIZE], data[-MAC_SIZE:]
-        if not hmac.compare_digest(mac, self._mac(self.self_name, head)):
+        m = self._own_mac.copy()
+        m.update(head)
+        if not hmac.compare_digest(mac, m.digest()):
             raise AuthenticationError("authentication failed (wrong secret, wrong cluster, wrong recipient or tampered)")
         # Authenticated from here on: the bytes are what a member of this cluster sent.
         n = head[len(MAGIC)]
@@ -278,6 +302,13 @@ class WireCodec:
             raise WireError(f"payload is not msgpack: {err}") from None
         if type(obj) is not tuple or not obj or type(obj[0]) is not int:
             raise WireError("payload is not [tag, fields...]")
+        fast = self._fast_decode.get(obj[0])
+        if fast is not None:
+            frame = fast(obj)
+            if frame is None:
+                raise WireError(f"{self._types[obj[0]].__name__ if obj[0] >= 0 else 'Heartbeat'}: "
+                                f"fields of the wrong number or types")
+            return sender, frame
         schema = self._by_tag.get(obj[0])
         if schema is None:
             raise WireError(f"unknown frame tag {obj[0]}")
@@ -288,11 +319,37 @@ class WireCodec:
         except (TypeError, ValueError) as err:   # a dataclass's own __post_init__ refusing values
             raise WireError(f"{schema.cls.__name__}: {err}") from None
 
+    def _keyed(self, recipient: str) -> Any:
+        """HMAC-SHA256 keyed and fed what the MAC covers before the frame: u16 len | cluster |
+        u16 len | recipient."""
+        m = self._macs[recipient] = hmac.new(self._key, self._cluster_field + _u16(recipient.encode()),
+                                             hashlib.sha256)
+        return m
+
     def _mac(self, recipient: str, head: bytes) -> bytes:
-        m = hmac.new(self._key, self._cluster_field, hashlib.sha256)
-        m.update(_u16(recipient.encode()))
+        m = (self._macs.get(recipient) or self._keyed(recipient)).copy()
         m.update(head)
         return m.digest()
+
+
+# --- the frames of every group commit, checked by hand: the same checks as their schemas ------
+
+def _FAST_BATCH(v: tuple) -> Any:
+    if len(v) == 5 and type(v[1]) is int and type(v[2]) is int and type(v[3]) is int and type(v[4]) is bytes:
+        return messages.Batch(v[1], v[2], v[3], v[4])
+    return None
+
+
+def _FAST_ACK(v: tuple) -> Any:
+    if len(v) == 3 and type(v[1]) is int and type(v[2]) is int:
+        return messages.Ack(v[1], v[2])
+    return None
+
+
+def _FAST_HEARTBEAT(v: tuple) -> Any:
+    if len(v) == 3 and type(v[1]) is int and type(v[2]) is bool:
+        return Heartbeat(v[1], v[2])
+    return None
 
 
 def _name_field(name: str) -> bytes:
