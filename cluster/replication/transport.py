@@ -52,6 +52,10 @@ from cluster.replication.wire import DEFAULT_MAX_FRAME, AuthenticationError, Wir
 
 log = logging.getLogger("cluster.replication.transport")
 
+# Plain ints: pyzmq's constants are enum flags, and ``events & zmq.POLLIN`` builds an enum in
+# Python on every call.
+_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+
 
 @dataclass(frozen=True, slots=True)
 class TransportTiming:
@@ -205,7 +209,7 @@ class StreamTransport:
             return False
         data = self.codec.encode(frame, to)
         try:
-            p.sock.send(data, zmq.NOBLOCK)
+            p.sock.send(data, _NOBLOCK)
         except zmq.Again:
             p.send_dropped += 1
             return False
@@ -277,9 +281,9 @@ class StreamTransport:
                 # Asking ZMQ_EVENTS processes libzmq's pending commands as an EAGAIN would (the
                 # fd signals again for what arrives next), without raising zmq.Again: an
                 # exception per wake-up cost a replica ~4% of its CPU (py-spy).
-                if not router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                if not router.getsockopt(_EVENTS) & _POLLIN:
                     return
-                parts = router.recv_multipart(zmq.NOBLOCK)
+                parts = router.recv_multipart(_NOBLOCK)
             except zmq.Again:
                 return
             except zmq.ZMQError as err:
