@@ -131,9 +131,10 @@ class SimDisk:
         """Something a power cut could lose: unsynced bytes or directory operations."""
         return bool(self._ops) or any(bytes(i.data) != i.durable for i in self._dir.values())
 
-    def crash(self, rng: random.Random, mode: str) -> str:
+    def crash(self, rng: random.Random, mode: str, keep_unsynced: bool = True) -> str:
         """The disk as the next process finds it after a crash of ``mode`` (PROCESS or POWER);
-        returns what the cut did, in words."""
+        returns what the cut did, in words. ``keep_unsynced`` False: a power cut keeps nothing
+        that was not synced (one of its random outcomes, chosen: the "race" rare path's cuts)."""
         if mode == PROCESS:
             return "process crash: the page cache survives"
         if mode != POWER:
@@ -143,7 +144,10 @@ class SimDisk:
         names = dict(self._durable_dir)
         ops = self._ops
         if ops:
-            if rng.random() < 0.75:
+            if not keep_unsynced:
+                keep = [False] * len(ops)
+                how = "none"
+            elif rng.random() < 0.75:
                 keep = [True] * rng.randint(0, len(ops))
                 keep += [False] * (len(ops) - len(keep))
                 how = "prefix"
@@ -173,7 +177,7 @@ class SimDisk:
                 continue
             if not data.startswith(durable):
                 # truncated (and maybe appended to) since its last sync: the truncation is kept or not
-                if rng.random() < 0.5:
+                if not keep_unsynced or rng.random() < 0.5:
                     data = durable
                     notes.append(f"{name}: truncation undone")
                     ino.data = bytearray(data)
@@ -183,7 +187,7 @@ class SimDisk:
                     common += 1
                 durable = data[:common]
             extra = len(data) - len(durable)
-            r = rng.random()
+            r = rng.random() if keep_unsynced else 0.0
             if r < 0.3:
                 keep_n = 0
             elif r < 0.6:
@@ -191,7 +195,7 @@ class SimDisk:
             else:
                 keep_n = rng.randint(0, extra)
             kept = data[:len(durable) + keep_n]
-            if keep_n < extra and rng.random() < 0.1:
+            if keep_n < extra and keep_unsynced and rng.random() < 0.1:
                 kept += bytes(rng.randint(1, extra - keep_n))     # allocated, never written
                 notes.append(f"{name}: {keep_n} of {extra} unsynced bytes kept, then zeros")
             else:

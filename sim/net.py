@@ -49,7 +49,7 @@ class Host(Protocol):
 
 
 class Link:
-    __slots__ = ("cuts", "gen", "last", "extra_us", "down_since", "stream_cuts")
+    __slots__ = ("cuts", "gen", "last", "extra_us", "down_since", "stream_cuts", "raft_calm_since")
 
     def __init__(self) -> None:
         self.cuts = 0           # active faults cutting this link (it is up when 0)
@@ -58,6 +58,9 @@ class Link:
         self.extra_us = [0, 0]  # per plane: extra latency from active delay faults
         self.down_since: int | None = None   # when it was cut, while it is
         self.stream_cuts = 0    # active faults cutting the stream plane only (Raft still up)
+        # since when the Raft plane has been up with no extra latency and no slowed frame still
+        # on its way (None: not now); World.stood judges disruptions by it
+        self.raft_calm_since: int | None = 0
 
 
 class Network:
@@ -126,12 +129,21 @@ class Network:
             link.down_since = self.world.now
         link.cuts += 1
         link.gen += 1
+        link.raft_calm_since = None
 
     def restore(self, a: str, b: str) -> None:
         link = self.links[(a, b)]
         link.cuts = max(0, link.cuts - 1)
         if not link.cuts:
             link.down_since = None
+        self._calm(link)
+
+    def _calm(self, link: Link) -> None:
+        """The Raft plane is calm once up, unslowed, and the last slowed frame has arrived."""
+        if link.cuts or link.extra_us[RAFT]:
+            link.raft_calm_since = None
+        elif link.raft_calm_since is None:
+            link.raft_calm_since = max(self.world.now, link.last[RAFT])
 
     def cut_stream(self, a: str, b: str) -> None:
         """Cut the stream plane of a->b only (its proxy drops the connection, Raft's stays):
@@ -155,6 +167,10 @@ class Network:
         link = self.links[(a, b)]
         for p in planes:
             link.extra_us[p] = max(0, link.extra_us[p] + us)
+        if RAFT in planes:
+            if us > 0:
+                link.raft_calm_since = None
+            self._calm(link)
 
     def heal_all(self) -> None:
         for link in self.links.values():
@@ -163,4 +179,5 @@ class Network:
                 link.down_since = None
             link.stream_cuts = 0
             link.extra_us = [0, 0]
+            self._calm(link)
         self.drop = self.dup = 0.0

@@ -276,6 +276,8 @@ class SimNode:
                 if a.kind == APPEND:
                     self._election(self.election.appended(a.sender, a.term, a.message.stamp, w.now_s, self._state()))
             elif t is RaftSend:
+                if type(a.message) is PreVote and w.deaf_wait is not None:
+                    w.pre_voting(self.name)     # the `deaf` rare path heals in this instant
                 w.net.send(self.name, a.to, RAFT, a.message)
             elif t is Stand:
                 pass    # carried out at Raft's next tick (_raft_tick), as pysyncobj does
@@ -338,12 +340,16 @@ class SimNode:
 
     def _loop_persisted(self, token: int) -> None:
         self._act(self.core.persisted(token, self.world.now_s))
+        if self.world.race_arm is not None:
+            self.world.race_check(self, "persisted")
 
     def _loop_journal_failed(self, reason: str) -> None:
         self._act(self.core.journal_failed(reason, self.world.now_s))
 
     def _on_stream(self, sender: str, frame: Any) -> None:
         self._act(self.core.frame(sender, frame, self.world.now_s))
+        if self.world.race_arm is not None:
+            self.world.race_check(self, "stream")
 
     def _on_request(self, req: "Request") -> None:
         now_s = self.world.now_s
@@ -475,6 +481,7 @@ class _Writer:
         self.rng = rng
         self.queue: list[Any] = []
         self.busy = False                 # an fsync is under way
+        self.slow_us = 0                  # extra latency of every fsync: a slow disk (the "race" rare path)
         self.woken = False                # a turn is coming
         self.sync_planned = False         # interval: an fsync is planned
         self.written: int | None = None   # the last token written
@@ -549,7 +556,7 @@ class _Writer:
     def _start_sync(self) -> None:
         self.busy = True
         w = self.node.world
-        took = self.rng.randint(*self.spec.fsync_us)
+        took = self.rng.randint(*self.spec.fsync_us) + self.slow_us
         w.at(w.now + took, self.node._node_event, self._synced, ())
         w.fsync_started(took)
 

@@ -89,8 +89,30 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   `fsync="always"`.
 # Chains take up to ~15 s: they are played only with a fault window of CHAIN_MIN_WINDOW or more
 # (the default 60-second scenarios), so that short scenarios keep their density of ordinary faults.
-RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2}
+# * "fork": an older epoch's tail longer than a newer epoch's log, under every policy (the sync's
+#   ordering of (epoch, seq) decides). The master of the moment has its stream cut (Raft up) for
+#   the lead, so it keeps office and writes a tail nobody takes (under `majority` and `all` its
+#   clients block, then time out and go on: a tail of a few batches); then it is isolated. The
+#   next master is deposed (isolated) right after its first batch of the new epoch committed on a
+#   replica (the world watches for it), and in that instant the old tail-holder is healed: the
+#   master after that syncs with it, finding (older epoch, longer log) against (newer epoch,
+#   shorter log). World._fork_* play it.
+# * "deaf": a minority of followers stop hearing the master (its links to them cut one way: they
+#   still reach it) for 0.3-1 s, several times. The others still hear the master, and so refuse
+#   their pre-votes: no deaf node may stand (World._judge_disruption fails a stand that a leader
+#   holding a healthy majority suffers). A leader that granted pre-votes would let them.
+# * "race": power cuts timed on the journal's state, under `fsync = always` (the seed gets a
+#   journal unless pinned without one or to another fsync policy, and not with "amnesia"). Each
+#   of one or two cuts is armed at a random time, then strikes in the first instant of its
+#   race (World.race_check): "master", a replica's durable ack reached the master before the
+#   master's own fsync of that batch finished; "replica", a replica's fsync finished while it
+#   had applied (and was holding the ack of) a later batch, a few ms later, when an ack for the
+#   later batch, had it gone out unclamped, would be at the master. The restarts are staggered,
+#   so that the sync after them may hear from members without the raced batch first.
+RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
+                    "deaf": 0.3, "race": 0.3}
 CHAIN_MIN_WINDOW = 20.0
+FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
 LEASE_WAIT_S = 2.0               # a lease step heals if no follower stands within this
 
@@ -259,17 +281,47 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     ar = random.Random(f"amnesia:{seed}")
     if ar.random() < RARE_PROBABILITY["amnesia"]:
         drawn = tuple(sorted(drawn + ("amnesia",)))
+    # and fork, from its own
+    fr = random.Random(f"fork:{seed}")
+    if fr.random() < RARE_PROBABILITY["fork"]:
+        drawn = tuple(sorted(drawn + ("fork",)))
+    # and deaf, from its own
+    dr = random.Random(f"deaf:{seed}")
+    if dr.random() < RARE_PROBABILITY["deaf"]:
+        drawn = tuple(sorted(drawn + ("deaf",)))
+    # and race, from its own
+    qr = random.Random(f"race:{seed}")
+    if qr.random() < RARE_PROBABILITY["race"]:
+        drawn = tuple(sorted(drawn + ("race",)))
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
     transfer_window = 8
     window = fault_end - fault_start
     plays = tuple(k for k in plays if faults and window > 2.0 and (
-        k == "busy" or window >= (LEASE_MIN_WINDOW if k == "lease" else CHAIN_MIN_WINDOW)))
+        k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
+    plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
+                                                      and "amnesia" not in plays))
     if plays:
         if "lease" in plays:
             schedule.append(_lease(lr, fault_start, fault_end))
+        if "fork" in plays:
+            schedule.append(_fork(fr, fault_start, fault_end))
+        if "deaf" in plays:
+            schedule.append(_deaf(dr, fault_start, fault_end, n))
+        if "race" in plays:
+            if not jextra or jextra.get("fsync") != "always":
+                lo = qr.choice((0.2, 0.5, 1.0))
+                jextra = dict(journal=True, fsync="always", fsync_interval_ms=100, fsync_ms=(lo, lo * qr.choice((2.0, 5.0, 10.0))),
+                              snapshot_min_bytes=qr.choice((4 * 1024, 64 * 1024 * 1024)),
+                              segment_bytes=qr.choice((8 * 1024, 64 * 1024 * 1024)))
+            for _ in range(qr.choice((1, 2))):
+                at = round(qr.uniform(fault_start + window / 3, max(fault_start + window / 3, fault_end - 4.0)), 3)
+                schedule.append(Fault(at, "race", round(qr.uniform(0.3, 2.0), 3), "",
+                                      {"race": qr.choice(("master", "replica")), "wait_s": 3.0,
+                                       "stagger_ms": qr.choice((200, 1000, 3000)),
+                                       "after_us": qr.choice((0, 500, 2000)), "slow_ms": qr.choice((5, 20))}))
         if "amnesia" in plays:
             lo = ar.choice((0.2, 0.5, 1.0))
             jextra = dict(journal=True, fsync=fsync or ar.choice(("interval", "never")),
@@ -340,6 +392,41 @@ def _chain(rng: random.Random, kind: str, lo: float, hi: float, n: int, policy: 
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "chain", round(sum(lead) + sum(gaps) + hold, 3), "master",
                  {"kind": kind, "lead_s": lead, "gap_s": gaps, "hold_s": hold, "keep_one": policy == "one"})
+
+
+def _fork(rng: random.Random, lo: float, hi: float) -> Fault:
+    """An older epoch's longer tail (see RARE_PROBABILITY): ``steps`` forks, ``gap_s`` apart; in
+    each the master's stream is cut for ``lead_s``, then it is isolated; the next master is
+    isolated ``settle_ms`` after its first batch of its epoch committed, and the first one healed;
+    the second is healed ``hold_s`` later."""
+    steps = rng.choice((1, 1, 2))
+    leads = [round(rng.uniform(1.5, 4.0), 3) for _ in range(steps)]
+    settle = [rng.choice((0, 1, 5, 20)) for _ in range(steps)]
+    holds = [round(rng.uniform(0.5, 2.5), 3) for _ in range(steps)]
+    gaps = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps - 1)]
+    length = sum(leads) + sum(holds) + sum(gaps) + steps * 3.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "fork", round(length, 3), "master",
+                 {"lead_s": leads, "settle_ms": settle, "hold_s": holds, "gap_s": gaps})
+
+
+def _deaf(rng: random.Random, lo: float, hi: float, n: int) -> Fault:
+    """A minority of followers deaf to the master (see RARE_PROBABILITY): ``steps`` of them,
+    ``gap_s`` apart, each cutting the master's links to ``deaf`` followers (picked by the world
+    among the master of the moment's) one way for ``hold_s``."""
+    steps = rng.choice((3, 4, 5, 6))
+    # short: a deaf node's Raft log is still as up to date as the leader's when it hears again
+    # (the leader's next view leaves it behind), and its election timer (0.2-0.4 s) has run out,
+    # so its pre-vote may race the leader's first heartbeat after the heal
+    holds = [round(rng.uniform(0.5, 1.5), 3) for _ in range(steps)]
+    gaps = [round(rng.uniform(0.3, 1.5), 3) for _ in range(steps - 1)]
+    # a minority, the largest one half of the time: with 5 nodes two deaf ones are a majority
+    # together with the leader
+    deaf = [rng.choice((1, (n - 1) // 2)) for _ in range(steps)]
+    length = sum(holds) + sum(gaps)
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "deaf", round(length, 3), "master",
+                 {"hold_s": holds, "gap_s": gaps, "deaf": deaf, "pick": rng.random()})
 
 
 def _lease(rng: random.Random, lo: float, hi: float) -> Fault:

@@ -53,6 +53,8 @@ DRAIN_MAX_US = 60_000_000
 DRAIN_CAP_US = 600_000_000
 HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majority keeps office this long
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
+FORK_POLL_US = 2_000              # the fork path watches for the next master's first batch this often
+FORK_WAIT_US = 6_000_000          # and gives up (healing the old master) after this long
 PROBE_US = 100_000                # the health probe's period (fault starts are probed at once too)
 QUIESCE_SETTLE_US = 500_000       # every member healthy this long before a quiescent point is judged
 QUIESCE_CALM_US = 10_000_000     # in calm stretches one quiescent point per this long (each costs a digest
@@ -159,12 +161,22 @@ class World:
         self._sync_pos: dict[str, dict[str, tuple[int, int]]] = {}
         self._transfer_at: dict[tuple[str, str], int] = {}
         self.reach = {"syncs": 0, "syncs_multi_epoch": 0, "syncs_older_longer": 0, "syncs_order_matters": 0,
-                      "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0, "lease_votes": 0}
+                      "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0, "lease_votes": 0,
+                      "fork_steps": 0, "fork_older_longer": 0, "deaf_heals": 0,
+                      "race_cuts": 0, "race_timed_out": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
+        self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
+        self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
         self.leader_contact: dict[str, tuple[int, str]] = {}
         self.vote_failures: list[str] = []
+        # Disruption (World.stood): since when each node has been up and running (absent: not
+        # now), and since when no link has lost or doubled frames (None: not now).
+        self._running_since: dict[str, int] = {}
+        self._noise_free_since: int | None = 0
+        self.disruptions_judged = 0
+        self.disrupt_failures: list[str] = []
         sc = scenario
         self.journal = JournalSpec(sc.fsync, sc.fsync_interval_ms * 1000,
                                    (int(sc.fsync_ms[0] * 1000), int(sc.fsync_ms[1] * 1000)),
@@ -276,6 +288,7 @@ class World:
             self._writers.append(node.writer)
         self.nodes[name] = node
         self.down.discard(name)
+        self._running_since[name] = self.now
         node.start()
 
     def _check_recovery(self, name: str, node: SimNode) -> None:
@@ -538,6 +551,7 @@ class World:
             if name in self.down or name in self.paused or node is None:
                 return
             self.paused.add(name)
+            self._running_since.pop(name, None)
             node.freeze(loop_only=kind == "stall")
             self._nemesis(name, kind)
             self.at(end, self._resume, name)
@@ -577,11 +591,13 @@ class World:
         elif kind == "lossy":
             self._drops.append(f.params["drop"])
             net.drop = max(self._drops)
+            self._noise_free_since = None
             self._nemesis("", "lossy", f.params)
             self.at(end, self._unlossy, f.params["drop"])
         elif kind == "dup":
             self._dups.append(f.params["dup"])
             net.dup = max(self._dups)
+            self._noise_free_since = None
             self._nemesis("", "dup", f.params)
             self.at(end, self._undup, f.params["dup"])
         elif kind == "chain":
@@ -589,6 +605,15 @@ class World:
             return
         elif kind == "lease":
             self._lease_step(f, 0, 0)
+            return
+        elif kind == "fork":
+            self._fork_step(f, 0, 0)
+            return
+        elif kind == "deaf":
+            self._deaf_step(f, 0, 0)
+            return
+        elif kind == "race":
+            self._race_arm(f, 0)
             return
         self._check_health()
 
@@ -650,6 +675,228 @@ class World:
         else:
             self.at(self.now + int(f.params["hold_s"] * 1e6), self._restore_links, links, "chain", None)
         self._check_health()
+
+    # --- an older epoch's longer tail (scenario._fork) --------------------------------------
+
+    def _fork_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: cut the master of the moment's stream (Raft stays up: it keeps office
+        and writes a tail that no replica takes) for the step's lead, then isolate it."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None:
+            if tries < 30:
+                self.at(self.now + 100_000, self._fork_step, f, step, tries + 1)
+            return
+        self._last_fault_at = self.now
+        name = m.name
+        others = [o for o in self.names if o != name]
+        stream = [(name, o) for o in others] + [(o, name) for o in others]
+        for a, b in stream:
+            self.net.cut_stream(a, b)
+        self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"][step],
+                                           "fork_step": step})
+        self._check_health()
+        self.at(self.now + int(f.params["lead_s"][step] * 1e6), self._fork_isolate, f, step, name, stream)
+
+    def _fork_isolate(self, f: Fault, step: int, old: str, stream: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        self._last_fault_at = self.now
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        links = [(old, o) for o in self.names if o != old] + [(o, old) for o in self.names if o != old]
+        for a, b in links:
+            self.net.cut(a, b)
+        self._nemesis(old, "isolate", {"links": [list(x) for x in links], "fork_step": step})
+        self._check_health()
+        self.at(self.now + FORK_POLL_US, self._fork_watch, f, step, old, links, None, 0)
+
+    def _fork_watch(self, f: Fault, step: int, old: str, links: list[tuple[str, str]],
+                    new: tuple[str, int] | None, polls: int) -> None:
+        """Wait for the next master, then for its first batch of its epoch to commit (up to
+        FORK_WAIT_US in all); then, after the step's settle time, depose it and heal ``old``."""
+        if self.healed:
+            return
+        if polls * FORK_POLL_US > FORK_WAIT_US:
+            self._restore_links(links, "fork", None)
+            self._check_health()
+            self._fork_next(f, step)
+            return
+        if new is None:
+            m = self.master()
+            if m is not None and m.name != old and m.core.view is not None:
+                log, epoch = m.core.replication.log, m.core.view.epoch
+                first = log.last_seq + 1     # its epoch's first seq
+                while first > 1 and (e := log.get(first - 1)) is not None and e.written_epoch == epoch:
+                    first -= 1
+                new = (m.name, first)
+        elif self._fork_committed(*new):
+            self.at(self.now + int(f.params["settle_ms"][step] * 1000), self._fork_depose, f, step, old, links, new[0])
+            return
+        self.at(self.now + FORK_POLL_US, self._fork_watch, f, step, old, links, new, polls + 1)
+
+    def _fork_committed(self, name: str, first: int) -> bool:
+        """Whether ``name``'s first batch of its epoch (seq ``first``) is on as many replicas as
+        its policy needs (one at least) and, with a journal, on its own disk."""
+        node = self.nodes[name]
+        mc = node.core.replication.master_core if node.alive else None
+        if mc is None:
+            return False
+        need = max(1, mc.policy.required(len(mc.members), mc.configured))
+        own = mc.local_durable is None or mc.local_durable >= first
+        return own and sum(1 for r in mc.replicas.values() if r.acked >= first) >= need
+
+    def _fork_depose(self, f: Fault, step: int, old: str, old_links: list[tuple[str, str]], new: str) -> None:
+        if self.healed:
+            return
+        self._last_fault_at = self.now
+        links = [(new, o) for o in self.names if o != new] + [(o, new) for o in self.names if o != new]
+        for a, b in links:
+            self.net.cut(a, b)
+        o = self.nodes[old].core.replication.log
+        held = [(x.core.replication.log.last_epoch, x.core.replication.log.last_seq)
+                for n, x in self.nodes.items() if x.alive and n not in (old, new)]
+        longer = any(e > o.last_epoch and s < o.last_seq for e, s in held)
+        self.reach["fork_steps"] += 1
+        self.reach["fork_older_longer"] += longer
+        self._nemesis(new, "isolate", {"links": [list(x) for x in links], "fork_step": step,
+                                       "tail": [o.last_epoch, o.last_seq], "older_longer": longer})
+        self._restore_links(old_links, "fork", None)
+        self._check_health()
+        self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._fork_heal, f, step, links)
+
+    def _fork_heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        self._restore_links(links, "fork", None)
+        self._check_health()
+        self._fork_next(f, step)
+
+    def _fork_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["lead_s"]):
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._fork_step, f, step + 1, 0)
+
+    # --- followers deaf to the master (scenario._deaf) -----------------------------------------
+
+    def _deaf_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: cut the master's links to ``deaf`` of its followers one way (they
+        still reach it), until one of them asks for pre-votes (``pre_voting``), or for the
+        step's hold: the heal then races the master's next heartbeat with the pre-vote's
+        answers, which the master must refuse."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None:
+            if tries < 30:
+                self.at(self.now + 100_000, self._deaf_step, f, step, tries + 1)
+            return
+        self._last_fault_at = self.now
+        rng = random.Random(f"{f.params['pick']}:{step}")
+        deaf = sorted(rng.sample([o for o in self.names if o != m.name], f.params["deaf"][step]))
+        links = [(m.name, d) for d in deaf]
+        for a, b in links:
+            self.net.cut(a, b)
+        self._nemesis(m.name, "one_way", {"links": [list(x) for x in links], "deaf_step": step})
+        self._check_health()
+        wait = (f, step, links, frozenset(deaf))
+        self.deaf_wait = wait
+        self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._deaf_heal, wait)
+
+    def pre_voting(self, name: str) -> None:
+        """``name`` sends its pre-vote requests now (sim/node.py)."""
+        wait = self.deaf_wait
+        if wait is not None and name in wait[3] and not self.healed:
+            self.reach["deaf_heals"] += 1
+            self._deaf_heal(wait)
+
+    def _deaf_heal(self, wait: tuple) -> None:
+        if self.deaf_wait is not wait or self.healed:
+            return
+        self.deaf_wait = None
+        f, step, links, _ = wait
+        self._restore_links(links, "deaf", None)
+        self._check_health()
+        if step + 1 < len(f.params["hold_s"]):
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._deaf_step, f, step + 1, 0)
+
+    # --- power cuts timed on the journal (scenario "race") --------------------------------------
+
+    def race_check(self, node: SimNode, what: str) -> None:
+        """sim/node.py, after ``node`` handled a stream frame (``what`` "stream") or its journal's
+        report (``persisted``), while a race cut is armed: strike if the race is on now.
+        "master": a replica's ack (of what its journal holds) is past the master's own fsync.
+        "replica": this replica's fsync just finished while it holds the ack of a later batch
+        (what it acks is clamped to what is durable), a network hop later."""
+        f = self.race_arm
+        if f is None or self.healed or not node.alive:
+            return
+        race = f.params["race"]
+
+        disk = self._on_disk
+        if race == "master" and what == "stream":
+            mc = node.core.replication.master_core
+            if mc is None or mc.local_durable is None:
+                return
+            seq = disk(node.name) + 1      # its journal's fsync may be done, and not yet reported
+            ackers = {r.name for r in mc.replicas.values() if r.acked >= seq}
+            # and a member without it on disk, that the sync after the restarts may hear from
+            if not ackers or not any(disk(n) < seq for n in self.names if n != node.name and n not in ackers):
+                return
+            after = f.params["after_us"] // 4
+        elif race == "replica" and what == "persisted":
+            core = node.core
+            mine = core.replication.durable_seq
+            held = max((a.seq for a in core._held_acks.values()), default=0)
+            m = self.master()
+            if mine is None or core.replication.master_core is not None or held <= mine or m is None \
+                    or disk(node.name) >= held or (m.core.replication.durable_seq or 0) < held \
+                    or not any(disk(n) < held for n in self.names if n not in (node.name, m.name)):
+                return
+            # its ack goes out at the loop's next turn, and crosses the network
+            after = self.net.hi_us + 1_000 + f.params["after_us"]
+        else:
+            return
+        self.race_arm = None
+        self.reach["race_cuts"] += 1
+        self._nemesis(node.name, "race", {"race": race, "after_us": after})
+        self.at(self.now + after, self._power_cut_now, f)
+
+    def _race_arm(self, f: Fault, tries: int) -> None:
+        """Arm a race cut: the disks whose slowness opens the race turn slow (``slow_ms`` more per
+        fsync): the master's for "master" (replicas' acks of what they hold on disk overtake its
+        own fsync), every replica's for "replica" (batches keep arriving during each fsync)."""
+        if self.healed or self.journal is None or self.race_arm is not None:
+            return
+        m = self.master()
+        if m is None:
+            if tries < 30:
+                self.at(self.now + 100_000, self._race_arm, f, tries + 1)
+            return
+        slow = [m.name] if f.params["race"] == "master" else [n for n in self.names if n != m.name]
+        us = int(f.params["slow_ms"] * 1000)
+        for n in slow:
+            x = self.nodes.get(n)
+            if x is not None and x.alive and x.writer is not None:
+                x.writer.slow_us = us
+        self._nemesis(m.name, "slow_disk", {"race": f.params["race"], "nodes": slow, "slow_ms": f.params["slow_ms"]})
+        self.race_arm = f
+        self.at(self.now + int(f.params["wait_s"] * 1e6), self._race_timeout, f)
+
+    def _on_disk(self, name: str) -> int:
+        """How far ``name``'s journal is really on disk (its last fsync's), reported or not."""
+        x = self.nodes.get(name)
+        return x.writer.journal.durable_seq if x is not None and x.alive and x.writer is not None else 0
+
+    def _race_timeout(self, f: Fault) -> None:
+        """The race never came: cut anyway."""
+        if self.race_arm is f:
+            self.race_arm = None
+            self.reach["race_timed_out"] += 1
+            for x in self.nodes.values():
+                if x.writer is not None:
+                    x.writer.slow_us = 0
+            self._power_cut_now(f)
 
     # --- votes timed inside a lease (scenario._lease) ------------------------------------------
 
@@ -770,9 +1017,48 @@ class World:
         if reachable + 1 < quorum:
             self.heal_failures.append(f"pre-vote: {name} stood for election at {self.now_s:.3f} s, cut off from "
                                       f"a majority (only {reachable} peers could reach it)")
+        self._judge_disruption(name)
         wait = self._lease_wait
         if wait is not None and name != wait[2] and not self.healed:
             self._lease_vote(wait, name)
+
+    def _judge_disruption(self, name: str) -> None:
+        """``name`` stands. No election may depose a leader that has held Raft links both ways
+        with a majority (itself included) for the last election timeout: up and running, no
+        cut, no extra latency, nothing lost or doubled. Each of them then accepted the leader's
+        heartbeats within that time, so none grants a pre-vote, and no majority says yes.
+        Exempt (not judged): a stand that the leader asked for (leadership transfer), and any
+        stand while some node's term is ahead of the leader's (a candidate that lost, whose
+        term legitimately ran ahead: it refuses the leader's AppendEntries, and grants pre-votes,
+        until the leader adopts its term, cluster/election.py TermAhead)."""
+        nodes = self.nodes
+        leaders = [x for x in nodes.values() if x.alive and x.raft.role == "leader" and x.name != name]
+        if not leaders:
+            return
+        lead = max(leaders, key=lambda x: x.raft.term)
+        term = lead.raft.term
+        me = nodes[name]
+        if me.election._transfer or any(x.alive and x.raft.term > term for x in nodes.values()):
+            return
+        since = self.now - int(self.timing.election_max * 1e6)
+        running, links = self._running_since, self.net.links
+
+        def calm(a: str, b: str) -> bool:
+            c = links[(a, b)].raft_calm_since
+            return c is not None and c <= since
+
+        if self._noise_free_since is None or self._noise_free_since > since \
+                or running.get(lead.name, self.now) > since or lead.raft.leader_since * 1e6 > since:
+            return
+        held = [p for p in self.names if p != lead.name and running.get(p, self.now) <= since
+                and calm(lead.name, p) and calm(p, lead.name)]
+        quorum = len(self.names) // 2 + 1
+        self.disruptions_judged += 1
+        if len(held) + 1 >= quorum:
+            self.disrupt_failures.append(
+                f"disruption: {name} stood for election at {self.now_s:.3f} s while leader {lead.name} "
+                f"(term {term}) had held Raft links both ways with a majority ({', '.join(held)}) for "
+                f"the last election timeout")
 
     def voted(self, name: str, candidate: str, term: int) -> None:
         """``name`` voted for ``candidate`` in ``term``. The lease argument (cluster/lease.py, case
@@ -840,11 +1126,19 @@ class World:
         if not self.healed:
             self._drops.remove(p)
             self.net.drop = max(self._drops, default=0.0)
+            self._noise_changed()
 
     def _undup(self, p: float) -> None:
         if not self.healed:
             self._dups.remove(p)
             self.net.dup = max(self._dups, default=0.0)
+            self._noise_changed()
+
+    def _noise_changed(self) -> None:
+        if self.net.drop or self.net.dup:
+            self._noise_free_since = None
+        elif self._noise_free_since is None:
+            self._noise_free_since = self.now
 
     def _kill(self, name: str, detail: str | None = None) -> None:
         node = self.nodes[name]
@@ -852,6 +1146,7 @@ class World:
         node.crash()
         self.down.add(name)
         self.paused.discard(name)
+        self._running_since.pop(name, None)
         self.recovering.pop(name, None)
         self._down_gen[name] += 1
         if self.journal is not None:
@@ -897,10 +1192,12 @@ class World:
         self._cuts_done.append(f)
         self._last_fault_at = self.now
         self.power_cuts.append(self.now_s)
+        on_disk = {n: self._on_disk(n) for n in self.names}
         self._nemesis("", "power_cut", {"down_s": f.duration, "stagger_ms": f.params.get("stagger_ms", 0)})
         for name in self.names:
             disk = self.data.get(name)
-            what = disk.crash(self.rng_disk, POWER) if disk is not None else "no data-dir"
+            what = disk.crash(self.rng_disk, POWER, keep_unsynced=f.kind != "race") if disk is not None \
+                else "no data-dir"
             if name in self.down:
                 self.went_down[name] = POWER    # down already: its page cache is lost now
                 self._nemesis(name, "power_lost", what)
@@ -910,6 +1207,14 @@ class World:
         order = self.rng_disk.sample(self.names, len(self.names))
         stagger = int(f.params.get("stagger_ms", 0) * 1000)
         end = self.now + int(f.duration * 1e6)
+        if f.kind == "race":
+            # the power comes back last (a stagger later) where the raced batch is surely on
+            # disk: the sync after the restarts hears from the others first
+            last = max(self.names, key=lambda n: (on_disk.get(n, -1), self.rng_disk.random()))
+            for name in order:
+                self.at(end + (stagger if name == last else self.rng_disk.randint(0, 100_000)), self._restart,
+                        name, self._down_gen[name])
+            return
         for name in order:
             self.at(end + (self.rng_disk.randint(0, stagger) if stagger else 0), self._restart, name,
                     self._down_gen[name])
@@ -928,6 +1233,7 @@ class World:
             return
         self.paused.discard(name)
         node = self.nodes.get(name)
+        self._running_since[name] = self.now
         self._nemesis(name, "resume")
         if node is not None and node.alive:
             node.resume()
@@ -936,6 +1242,7 @@ class World:
         self.net.heal_all()
         self._drops.clear()
         self._dups.clear()
+        self._noise_changed()
         self._flapping.clear()
         self.healed = True
         self._nemesis("", "heal", "all faults stop")
@@ -1048,14 +1355,14 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
     failures = verdict.failures(scenario.policy, strict=strict, queue_policies=w.queue_policies())
     failures += w.journal_failures + w.durability_failures
     failures += view_failures(w.records)
-    failures += w.heal_failures + w.vote_failures
+    failures += w.heal_failures + w.vote_failures + w.disrupt_failures
     if not w.converged:
         failures.append("liveness: the members did not converge within "
                         f"{SETTLE_MAX_US // 1_000_000} s of the drain after the faults stopped")
     stats = {"events": w.events, "sim_end_s": w.now_s, "lines": len(lines), "bytes": len(history),
              "ops": sum(1 for r in w.records if r.event == "client_op"),
              "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
-             "heals_judged": w.heal_checks, "quiescent_judged": verdict.quiescent_points,
+             "heals_judged": w.heal_checks, "disruptions_judged": w.disruptions_judged, "quiescent_judged": verdict.quiescent_points,
              "availability_judged_s": verdict.availability_judged_s, "epochs": len(w.epochs), **w.reach,
              **({"power_cuts": len(w.power_cuts), "excused": excused,
                  "fsyncs": sum(x.fsyncs for x in w._writers), "snapshots": sum(x.snapshots for x in w._writers),
