@@ -87,3 +87,25 @@ def test_frames_for_a_restarted_node_are_not_delivered_to_its_new_incarnation():
     boxes["n2"].incarnation = 2
     drain(w)
     assert boxes["n2"].got == []
+
+
+def test_a_links_raft_plane_is_calm_once_up_unslowed_and_its_slowed_frames_arrived():
+    # World._judge_disruption reads it: the leader's links must have been calm for a timeout
+    w, net, _ = world_with_inboxes()
+    link = net.links[("n1", "n2")]
+    assert link.raft_calm_since == 0
+    w.now = 1_000
+    net.cut("n1", "n2")
+    assert link.raft_calm_since is None
+    w.now = 2_000
+    net.restore("n1", "n2")
+    assert link.raft_calm_since == 2_000
+    net.add_delay("n1", "n2", 500_000, (STREAM,))      # the stream only: Raft stays calm
+    assert link.raft_calm_since == 2_000
+    net.add_delay("n1", "n2", 500_000)
+    assert link.raft_calm_since is None
+    net.send("n1", "n2", RAFT, "slowed")                 # arrives after the delay is gone
+    w.now = 3_000
+    net.add_delay("n1", "n2", -500_000)
+    arrives = link.last[RAFT]
+    assert arrives > 3_000 and link.raft_calm_since == arrives

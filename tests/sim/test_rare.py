@@ -115,3 +115,40 @@ def test_state_that_diverged_at_a_quiescent_point_fails_the_run(monkeypatch):
     r = simulate(generate(7, duration=20.0, faults=False, journal=False))
     assert done
     assert any(f.startswith("divergence at t=") and done[0] in f for f in r.failures), r.failures
+
+
+def test_a_fork_makes_an_older_epoch_hold_the_longer_log_under_majority():
+    # the sync's ordering of (epoch, seq) decides (sim/mutants.py sync-orders-by-seq)
+    r = simulate(generate(0, duration=30.0, policy="majority", rare=("fork",), journal=False))
+    assert r.ok, r.failures
+    assert r.stats["fork_older_longer"] >= 1 and r.stats["syncs_order_matters"] >= 1, r.stats
+
+
+def test_deaf_followers_heard_again_as_they_ask_for_pre_votes_depose_nobody():
+    for seed in (0, 1):
+        r = simulate(generate(seed, duration=20.0, rare=("deaf",), journal=False))
+        assert r.ok, r.failures
+        assert r.stats["deaf_heals"] >= 3, r.stats
+
+
+def test_a_leader_that_grants_pre_votes_is_found_by_the_disruption_rule(monkeypatch):
+    # a deaf follower that reaches the leader stands with the leader's yes, and deposes it
+    import cluster.election as election
+
+    plain = election.ElectionCore.on_message
+
+    def grants(self, sender, message, now, state):
+        if type(message) is election.PreVote and state.role == election.LEADER:
+            return [election.Send(sender, election.PreVoteReply(message.term, True, message.round, state.term))]
+        return plain(self, sender, message, now, state)
+
+    monkeypatch.setattr(election.ElectionCore, "on_message", grants)
+    r = simulate(generate(0, duration=20.0, rare=("deaf",), journal=False))
+    assert any(f.startswith("disruption: ") for f in r.failures), r.failures
+
+
+def test_race_cuts_strike_in_their_race_and_lose_nothing_acknowledged():
+    r = simulate(generate(1, duration=30.0, policy="majority", rare=("race",)))
+    assert r.scenario.journal and r.scenario.fsync == "always"
+    assert r.ok, r.failures
+    assert r.stats["race_cuts"] >= 1 and r.stats["power_cuts"] >= 1, r.stats
