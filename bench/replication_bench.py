@@ -9,7 +9,10 @@ with real `elasticmq-py serve` processes on 127.0.0.1, all in one run.
    to the master's endpoint. All three are up for the whole part (an idle 3-node cluster costs
    ~5-10% of a core for its Raft heartbeats; each run records it); every scenario runs
    every target in turn, round after round, with the order reversed every other round. Ratios
-   are taken within each round (runs seconds apart) and their median reported.
+   are taken within each round (runs seconds apart) and their median reported. The single node
+   writes no history log, and neither do these clusters (the comparison is of replication
+   alone); 1b then measures send 100 B against the kill rounds' 3-node majority cluster, which
+   writes its history (a JSON line per client operation on the master), beside the single node.
 2. The `none` window (the HornetQ race): rounds of "send unique bodies at full speed to the
    master, kill -9 it, drain the queue through the new master", counting acknowledged sends that
    never come back. `majority` is the control, on its own cluster, rounds alternating.
@@ -316,8 +319,10 @@ def queue_url_at(port: int, url: str) -> str:
 # -- part 1: throughput and latency ---------------------------------------------------------------
 
 class ThroughputPart:
-    def __init__(self, targets: dict[str, Target], pool: Pool, sizes: Sizes, log=print):
+    def __init__(self, targets: dict[str, Target], pool: Pool, sizes: Sizes, log=print,
+                 scenarios: tuple[Scenario, ...] = SCENARIOS, names: tuple[str, ...] = TARGETS):
         self.targets, self.pool, self.sizes, self.log = targets, pool, sizes, log
+        self.scenarios, self.names = scenarios, names
         self.runs: list[dict] = []
 
     def _job(self, sc: Scenario, t: Target, url: str, **kw) -> Job:
@@ -372,9 +377,9 @@ class ThroughputPart:
 
     def run(self) -> dict:
         self.warm_up()
-        order = list(TARGETS)
+        order = list(self.names)
         for rnd in range(self.sizes.rounds):
-            for sc in SCENARIOS:
+            for sc in self.scenarios:
                 for name in (order if rnd % 2 == 0 else order[::-1]):
                     row = self.run_one(sc, self.targets[name], rnd)
                     self.log(f"  [{rnd + 1}/{self.sizes.rounds}] {sc.title:22} {LABEL[name]:18} {_fmt(row)}")
@@ -383,8 +388,8 @@ class ThroughputPart:
     def summary(self) -> dict:
         by = {(r["scenario"], r["target"], r["round"]): r for r in self.runs}
         results, ratios = {}, {}
-        for sc in SCENARIOS:
-            for name in TARGETS:
+        for sc in self.scenarios:
+            for name in self.names:
                 rows = [r for r in self.runs if r["scenario"] == sc.key and r["target"] == name]
                 if sc.mode == "blocking":
                     best = min(rows, key=lambda r: r["p50_ms"])
@@ -404,7 +409,7 @@ class ThroughputPart:
                     if name != SINGLE:
                         results[f"{sc.key}/{name}"]["replica_cpu_us_per_req_median"] = round(
                             statistics.median(r.get("replica_cpu_us_per_req", 0.0) for r in rows), 1)
-            for name in (MAJORITY, NONE):
+            for name in (n for n in self.names if n != SINGLE):
                 per_round = []
                 for rnd in range(self.sizes.rounds):
                     a, b = by.get((sc.key, name, rnd)), by.get((sc.key, SINGLE, rnd))
@@ -1045,6 +1050,17 @@ def _print(report: dict) -> None:
                       f"{'' if rel is None else f'{100 * rel:.0f}%':>10} {r['master_cpu_us_per_req_median']:>17} "
                       f"{x(mx):>8} {'' if rep is None else rep:>8} {x(rx):>8} "
                       f"{r['all_nodes_cpu_us_per_req_median']:>9}")
+    wh = report.get("with_history")
+    if wh:
+        r = wh["results"]
+        m = wh["within_round"].get("send_100B: majority master CPU/op / single", {})
+        rep = wh["within_round"].get("send_100B: majority replica CPU/op / single", {})
+        print(f"with history logs (part 1b), send 100 B, 3 nodes majority: "
+              f"{r['send_100B/majority']['msgs_per_s_median']:,} msgs/s median "
+              f"({wh['within_round'].get('send_100B: majority / single', {}).get('median')} of single), master "
+              f"{r['send_100B/majority']['master_cpu_us_per_req_median']} us/req ({m.get('median')}x single "
+              f"{r['send_100B/single']['master_cpu_us_per_req_median']}), replica "
+              f"{r['send_100B/majority'].get('replica_cpu_us_per_req_median')} ({rep.get('median')}x)")
     for policy in (NONE, MAJORITY):
         k = kills["by_policy"][policy]
         f, a = k["kill_to_first_ack_s"], k["kill_to_new_master_active_s"]
@@ -1103,20 +1119,41 @@ def _run(sizes: Sizes, quick: bool, parts: tuple[str, ...], log, tmp: Path) -> d
         if "throughput" in parts or "failover" in parts:
             clusters: dict[str, Cluster] = {}
             single = None
+
+            class NoHistory(Cluster):
+                def config_for(self, name: str) -> Any:
+                    return dataclasses.replace(super().config_for(name), history_path=None)
+
+            def start(policy: str, history: bool) -> Target:
+                folder = tmp / f"{policy}{'' if history else '-no-history'}"
+                folder.mkdir()
+                c = (Cluster if history else NoHistory)(folder, ALL)
+                c.replication_config = {"policy": policy}
+                clusters[folder.name] = c
+                c.start_all()
+                return Target(policy, cluster=c)
+
             try:
                 single = servers.start_ours()
                 targets = {SINGLE: Target(SINGLE, single=single)}
-                for policy in (MAJORITY, NONE):
-                    (tmp / policy).mkdir()
-                    c = Cluster(tmp / policy, ALL)
-                    c.replication_config = {"policy": policy}
-                    clusters[policy] = c
-                    c.start_all()
-                    targets[policy] = Target(policy, cluster=c)
                 if "throughput" in parts:
-                    log("part 1: throughput and latency")
+                    # The single node writes no history log, and neither do these clusters: the
+                    # comparison is of replication alone. What the history costs is measured
+                    # next, on the clusters of the kill rounds (which read their histories).
+                    for policy in (MAJORITY, NONE):
+                        targets[policy] = start(policy, history=False)
+                    log("part 1: throughput and latency (no history logs)")
                     report["throughput"] = ThroughputPart(targets, pool, sizes, log).run()
                     report["master_changes_during_part_1"] = {p: targets[p].master_changes for p in (MAJORITY, NONE)}
+                    for name in list(clusters):
+                        clusters.pop(name).close()
+                for policy in (MAJORITY, NONE):
+                    targets[policy] = start(policy, history=True)
+                if "throughput" in parts:
+                    log("part 1b: send 100 B, the same against a 3-node majority cluster with history logs")
+                    report["with_history"] = ThroughputPart(
+                        {SINGLE: targets[SINGLE], MAJORITY: targets[MAJORITY]}, pool, sizes, log,
+                        scenarios=SCENARIOS[:1], names=(SINGLE, MAJORITY)).run()
                 if "failover" in parts:
                     single.stop()
                     log("parts 2 and 4: kill -9 rounds")
