@@ -319,8 +319,8 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             for _ in range(qr.choice((1, 2))):
                 at = round(qr.uniform(fault_start + window / 3, max(fault_start + window / 3, fault_end - 4.0)), 3)
                 schedule.append(Fault(at, "race", round(qr.uniform(0.3, 2.0), 3), "",
-                                      {"race": qr.choice(("master", "replica")), "wait_s": 3.0,
-                                       "stagger_ms": qr.choice((200, 1000, 3000)),
+                                      {"race": qr.choice(("master", "master", "replica")), "wait_s": 3.0,
+                                       "stagger_ms": qr.choice((1000, 3000)),
                                        "after_us": qr.choice((0, 500, 2000)), "slow_ms": qr.choice((5, 20))}))
         if "amnesia" in plays:
             lo = ar.choice((0.2, 0.5, 1.0))
