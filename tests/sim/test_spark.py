@@ -107,8 +107,9 @@ def test_a_recorded_real_run_from_the_chaos_tests_is_analysed(spark, tmp_path):
 
 def test_the_commands_run_a_planted_bug_analyze_it_and_replay_a_failing_seed(spark, tmp_path, capsys):
     out = tmp_path / "bug"
-    # seeds 2-4 of these scenarios: early-ack goes unnoticed in the first, is caught in the others
-    rc = main_cli.main(["sim", "run", "--seeds", "3", "--first-seed", "2", "--duration", str(DURATION),
+    # seeds 0-2 of these scenarios: early-ack is caught in the first, goes unnoticed in the others
+    # (seeds 2-4 until the fork, deaf and race rare paths changed the draws of the seeds that play them)
+    rc = main_cli.main(["sim", "run", "--seeds", "3", "--first-seed", "0", "--duration", str(DURATION),
                         "--bug", "early-ack", "--strict", "--out", str(out), "--master", "local[2]", "--no-progress"])
     printed = capsys.readouterr().out
     assert rc == 1 and "3 seeds in" in printed and "replay one with: elasticmq-py sim replay" in printed

@@ -24,7 +24,7 @@ EXPECTED = {
     "abandon-as-success": ("lost", "lost deletes", "in-window", "order"),
     "minority-answers": ("gating",),
     "batches-unthrottled": ("flow control",),
-    "no-pre-vote": ("pre-vote", "heal"),
+    "no-pre-vote": ("pre-vote", "heal", "disruption"),
     "ack-before-fsync": ("lost", "lost deletes", "order", "durability"),
 }
 
