@@ -210,6 +210,7 @@ class ReplicationCore:
     def flush(self, now_ms: int) -> list[Any]:
         if self.master_core is None or not self.serving:
             return []
+        self.master_core.sending_transfer = bool(self.senders)
         return self._master_actions(self.master_core.flush(now_ms), now_ms)
 
     def on_peer(self, name: str, connected: bool, now_ms: int) -> list[Any]:
@@ -236,6 +237,7 @@ class ReplicationCore:
         if self.sync is not None:
             out += self._sync_actions(self.sync.on_tick(now_ms), now_ms)
         elif self.master_core is not None and self.serving:
+            self.master_core.sending_transfer = bool(self.senders)
             out += self._master_actions(self.master_core.on_tick(now_ms), now_ms)
         for sender in list(self.senders.values()):
             out += sender.on_tick(now_ms)
@@ -254,6 +256,7 @@ class ReplicationCore:
         if self.master_core is not None:
             if not self.serving:
                 return [Rejected(sender, f"{t.__name__} before this master serves")]
+            self.master_core.sending_transfer = bool(self.senders)
             return self._master_actions(self.master_core.on_frame(sender, frame, now_ms), now_ms)
         if self.replica_core is None and t is SyncRequest:
             # A new master asks before membership told us of any view (we just started): follow

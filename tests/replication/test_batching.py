@@ -104,3 +104,11 @@ def test_under_none_clients_are_answered_at_once_and_the_stream_batches_behind()
         assert _completed(m.submit(op, MUTATIONS)) == [op]
         assert _batches(m.flush(op)) == []
     assert _batches(m.on_frame("n2", Ack(1, 1), 4)) == [("n2", 2), ("n3", 2)]
+
+
+def test_no_hold_while_the_master_sends_a_state_transfer():
+    m = _master()
+    m.sending_transfer = True   # the core sets it while a TransferSender runs
+    for op in (1, 2):
+        m.submit(op, MUTATIONS)
+        assert _batches(m.flush(op)) == [("n2", op), ("n3", op)]
