@@ -229,7 +229,9 @@ SLOW: dict[str, int] = {
     # ack beyond what is durable, so none ever claims more than the journal holds), and seed 63
     # (`all`, rare paths lease and race) then diverges at a quiescent point where the clean
     # code's timing does not. A replica acking late is legal, so that divergence is a product
-    # failure that a timing exposes (sim/README.md, "Mutants"), not this mutant's teeth.
+    # failure that a timing exposes (sim/README.md, "Mutants": a transfer's snapshot read from
+    # storage that runs ahead of the log, then the entries after its position discarded by the
+    # next sync), not this mutant's teeth.
     "held-ack-unclamped": 63,
 }
 
