@@ -1,4 +1,9 @@
-"""What the simulator found in the protocol code (sim/README.md, "Known bugs found")."""
+"""What the simulator found in the protocol code (sim/README.md, "Known bugs found").
+
+A seed's scenario is pinned to the rare paths it drew when it found its bug (``rare=``): paths
+added since draw from their own generators, but whether a seed plays them is drawn anew, and
+they change its faults. (Timing changes in the cores can still move a seed off its path; the
+tests say what each one found.)"""
 
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ def test_a_restarted_empty_member_does_not_split_the_views():
     candidate that lacked a committed view, and counted in the new master's sync quorum without
     holding what it had acknowledged. Raft state is durable now (sim/raft.py Durable, the
     product's state-dir) and an amnesiac member counts in no sync quorum until caught up."""
-    r = simulate(generate(83, duration=20.0, crash_policy="any"))
+    r = simulate(generate(83, duration=20.0, crash_policy="any", rare=("busy", "lease")))
     assert r.ok, r.failures
 
 
@@ -75,7 +80,7 @@ def test_a_lost_fetch_answer_does_not_graft_entries_onto_a_divergent_tail():
     is on the truth's history. When that answer was lost and the next one arrived first, the
     retry asked from the entry after it, and entries were appended onto a deposed master's
     divergent tail; an acknowledged send was lost (seed 990, a 30%-lossy network)."""
-    r = simulate(generate(990))
+    r = simulate(generate(990, rare=()))
     assert r.ok, r.failures
 
 
@@ -85,7 +90,7 @@ def test_a_truth_holder_restarted_mid_sync_is_not_taken_for_the_truth():
     state replaced the master's, again and again (16 acknowledged sends lost, no convergence;
     seed 920). A dropped link now forgets the member's answer and the decision is made again;
     a member that restarted empty refuses transfer requests."""
-    r = simulate(generate(920))
+    r = simulate(generate(920, rare=("lease", "tail")))
     assert r.ok, r.failures
 
 
@@ -96,7 +101,7 @@ def test_a_snapshot_asked_for_before_the_view_arrives_is_not_dropped():
     the master never served: no convergence after the faults (seed 26490, 3 nodes, policy
     none). The holder now keeps a transfer to the master its new view names, and a syncing
     master asks again when its transfer stalls."""
-    sc = generate(26490, nodes=None, policy=None)
+    sc = generate(26490, nodes=None, policy=None, rare=("busy",))
     assert (sc.nodes, sc.policy) == (3, "none")
     r = simulate(sc)
     assert r.ok, r.failures
@@ -107,7 +112,7 @@ def test_a_finished_transfer_whose_acks_were_lost_completes():
     were lost (10% frame loss). The master resent the window; the member, which never takes a
     finished transfer twice, answered nothing, so the master resent for ever and never streamed
     to it: it diverged for good (seed 27331, 5 nodes, policy majority). It acks again now."""
-    sc = generate(27331, nodes=None, policy=None)
+    sc = generate(27331, nodes=None, policy=None, rare=("busy", "tail"))
     assert (sc.nodes, sc.policy) == (5, "majority")
     r = simulate(sc)
     assert r.ok, r.failures
@@ -154,22 +159,30 @@ def test_seed_24_a_drain_that_still_receives_does_not_give_up():
     took the drain longer than 60 s, ten a round; it gave up with 162 messages still held by
     every member, and the checker counted them lost. The drain gives up only once nothing
     arrives for that long (sim/world.py DRAIN_MAX_US)."""
-    sc = generate(24, duration=60.0)
+    sc = generate(24, duration=60.0, rare=("busy",))
     assert "busy" in sc.rare
     r = simulate(sc)
     assert r.ok, r.failures
 
 
-def test_seed_103_an_amnesiac_master_that_cannot_sync_hands_leadership_on():
-    """Seed 103 (3 nodes, majority): master n2 restarted with empty memory into a bridge through
-    n1 and won Raft there; its sync needed n3, beyond the bridge (an amnesiac's own position
-    counts in no quorum), so nobody served for 6 s while n1 and n3, healthy and holding
-    everything, could elect nobody. It now hands leadership to n1, which reaches n3."""
-    sc = generate(103, duration=60.0)
-    r = simulate(sc)
-    assert r.ok, r.failures
-    lines = [json.loads(x) for x in r.history.splitlines()]
-    assert [(e["node"], e["to"]) for e in lines if e.get("event") == "hand_on"] == [("n2", "n1")]
+def test_an_amnesiac_master_that_cannot_sync_hands_leadership_on_and_the_run_passes():
+    """Seed 103 as drawn before this session's scenarios (3 nodes, majority): master n2
+    restarted with empty memory into a bridge through n1 and won Raft there; its sync needed n3,
+    beyond the bridge (an amnesiac's own position counts in no quorum), so nobody served for
+    6 s while n1 and n3, healthy and holding everything, could elect nobody. It now hands
+    leadership to a member that answered intact. Later scenario and batching changes moved
+    seed 103 off that path, so this takes the first of seeds 0-39 where the rule fires (seed 6
+    when written; 5 of those 40 seeds fire it) and checks that the run passes."""
+    for seed in range(40):
+        r = simulate(generate(seed, duration=60.0))
+        lines = [json.loads(x) for x in r.history.splitlines()]
+        handed = [e for e in lines if e.get("event") == "hand_on"]
+        if handed:
+            assert r.ok, (seed, r.failures)
+            steps = {(e["node"], e["term"]) for e in lines if e.get("event") == "step_down"}
+            assert all((e["node"], e["term"]) in steps for e in handed), "each hand-on steps down"
+            return
+    raise AssertionError("no seed of 0-39 reached an amnesiac master's hand-on")
 
 
 def test_seed_100057_a_change_that_may_have_preceded_a_receive_does_not_bound_its_window():
