@@ -273,26 +273,13 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     # The rare paths, from a generator of their own (as the journal's).
     rr = random.Random(f"rare:{seed}")
     drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
-    # lease came later: a generator of its own, so that every seed kept the draws above
-    lr = random.Random(f"lease:{seed}")
-    if lr.random() < RARE_PROBABILITY["lease"]:
-        drawn = tuple(sorted(drawn + ("lease",)))
-    # and amnesia later still, from its own
-    ar = random.Random(f"amnesia:{seed}")
-    if ar.random() < RARE_PROBABILITY["amnesia"]:
-        drawn = tuple(sorted(drawn + ("amnesia",)))
-    # and fork, from its own
-    fr = random.Random(f"fork:{seed}")
-    if fr.random() < RARE_PROBABILITY["fork"]:
-        drawn = tuple(sorted(drawn + ("fork",)))
-    # and deaf, from its own
-    dr = random.Random(f"deaf:{seed}")
-    if dr.random() < RARE_PROBABILITY["deaf"]:
-        drawn = tuple(sorted(drawn + ("deaf",)))
-    # and race, from its own
-    qr = random.Random(f"race:{seed}")
-    if qr.random() < RARE_PROBABILITY["race"]:
-        drawn = tuple(sorted(drawn + ("race",)))
+    # The paths added later each draw from a generator of their own, so that every seed kept
+    # the draws above; each generator goes on to draw its path's faults below.
+    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race")}
+    for k, g in later.items():
+        if g.random() < RARE_PROBABILITY[k]:
+            drawn = tuple(sorted(drawn + (k,)))
+    lr, ar, fr, dr, qr = later["lease"], later["amnesia"], later["fork"], later["deaf"], later["race"]
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")

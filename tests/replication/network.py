@@ -117,3 +117,13 @@ class FrameNet:
                     self.network.cut(n, p)
                     self.network.cut(p, n)
         self._down = new
+
+
+def note_batches(master: Any, op_seq: dict[int, int]) -> None:
+    """Which batch each waiting operation of ``master`` went into (``op_seq[op]`` is -1 until
+    then): a flush cuts one, and so does an ack or a tick when the flush before held the
+    operations back (Limits.hold_ms)."""
+    for waiting in master._waiting.values():
+        for seq, op in waiting:
+            if op_seq.get(op) == -1:
+                op_seq[op] = seq

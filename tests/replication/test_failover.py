@@ -23,7 +23,7 @@ from cluster.replication.messages import (
 )
 from cluster.replication.replica import ReplicaApplier
 from cluster.replication.sync import SyncCoordinator
-from tests.replication.network import FrameNet
+from tests.replication.network import FrameNet, note_batches
 from tests.storage.workload import Run, assert_same_state, step
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -117,12 +117,7 @@ class World:
         self.handle(self.master_name, self.master.submit(op, muts))
 
     def note_batches(self) -> None:
-        """Which batch each waiting operation went into: a flush cuts one, and so does an ack or
-        a tick when the flush before held the operations back (Limits.hold_ms)."""
-        for waiting in self.master._waiting.values():
-            for seq, op in waiting:
-                if self.op_seq.get(op) == -1:
-                    self.op_seq[op] = seq
+        note_batches(self.master, self.op_seq)
 
     def flush(self, force: bool = False) -> None:
         self.handle(self.master_name, self.master.flush(self.clock.now_ms(), force=force))
