@@ -175,15 +175,35 @@ def test_bridge_partition_keeps_the_master_and_drops_the_far_end(make_cluster):
     assert not [e for e in _events(c, master, "deactivated") if e["ts"] >= cut_at]
 
 
+def _hand_over(c: Cluster, master: str, to: str | None = None, tries: int = 3) -> tuple[str, float]:
+    """Ask ``master`` to step down (to ``to``) until another member leads (``to``, if named):
+    (the new master, when the successful request was sent). The member asked to stand does so
+    at once (pysyncobj's TimeoutNow), but it can lose that election, and whoever wins then leads
+    (about one try in ten here; see the closing note of session 10): an operator asks again."""
+    stable = c.stable_master(members=set(c.names))
+    for _ in range(tries):
+        asked_at = time.time()
+        code, body = c.post(master, "/cluster/step-down", {"to": to} if to else None)
+        assert code == 200 and body == {"stepped_down": True, **({"to": to} if to else {})}, body
+        stood = c.wait_for("a member standing", lambda: [
+            e for n in c.names if n != master for e in _events(c, n, "role")
+            if e["ts"] >= asked_at and e["role"] in ("candidate", "leader") and (to is None or n == to)], 5)
+
+        def elected() -> str | None:   # whoever leads in that member's term or later
+            m = stable()
+            return m if m is not None and (c.status(m) or {}).get("term", 0) >= stood[0]["term"] else None
+        now = c.wait_for("a master after the hand-over", elected, 10)
+        if now != master and (to is None or now == to):
+            return now, asked_at
+        master = now
+    raise AssertionError(f"no hand-over to {to or 'another member'} in {tries} tries")
+
+
 def test_step_down_hands_over_without_failback(make_cluster):
     c = make_cluster(["n1", "n2", "n3"])
     c.start_all()
     old = c.wait_for("first master", c.stable_master(members={"n1", "n2", "n3"}), 15)
-    asked_at = time.time()
-    code, body = c.post(old, "/cluster/step-down")
-    assert code == 200, body
-    new = c.wait_for("another master", c.stable_master(members={"n1", "n2", "n3"}), 10)
-    assert new != old
+    new, asked_at = _hand_over(c, old)
     deact = [e["ts"] for e in _events(c, old, "deactivated") if e["ts"] >= asked_at]
     act_new = [e["ts"] for e in _events(c, new, "activated") if e["ts"] >= asked_at]
     assert deact and act_new and deact[0] < act_new[0]
@@ -191,9 +211,7 @@ def test_step_down_hands_over_without_failback(make_cluster):
     code, _ = c.post(other, "/cluster/step-down")
     assert code == 409, "only the master can step down"
     target = next(n for n in c.names if n not in (new, old))   # the one never master here
-    code, body = c.post(new, "/cluster/step-down", {"to": target})
-    assert code == 200 and body == {"stepped_down": True, "to": target}, body
-    assert c.wait_for("the named member as master", c.stable_master(members={"n1", "n2", "n3"}), 10) == target
+    assert _hand_over(c, new, to=target)[0] == target
 
 
 def test_an_amnesiac_master_that_cannot_finish_its_sync_hands_leadership_on(make_cluster):
