@@ -287,6 +287,12 @@ class ElectionCore:
         if t is TermAhead:
             if message.term <= state.term:
                 return []
+            if self.fence is not None:
+                # Behind what the fence holds, in order: a new fence would drop the held vote
+                # request of the candidate whose term this is, and it would then lose its
+                # election (a leadership transfer's candidate lost one try in ten that way).
+                self.fence.held.append(AdoptTerm(message.term))
+                return []
             if state.role == LEADER:
                 # Adopting it deposes us: not before the loop has stopped serving (as for a vote).
                 return self._fence(message.term, now, AdoptTerm(message.term))

@@ -298,3 +298,16 @@ def test_a_node_ahead_of_the_leader_says_so_and_the_leader_adopts_its_term_behin
     assert leader.fence_done(4) == [Release((AdoptTerm(4),))]
     assert leader.on_message("b", TermAhead(3), 6.0, leading) == [], "not ahead"
     assert core().on_message("b", TermAhead(9), 6.0, follower(term=3)) == [AdoptTerm(9)]
+
+
+def test_a_term_ahead_that_arrives_while_a_vote_request_is_fenced_waits_behind_it():
+    # A leadership transfer: the candidate's vote request reaches the leader (fenced), then the
+    # candidate's TermAhead, answering the leader's heartbeat. A second fence used to replace the
+    # first and drop the vote request: the leader adopted the term without voting, and the
+    # candidate, whose other voter's guard ignored it, lost (test_processes' step-down).
+    e = core(now=0.0)
+    leading = RaftState(3, LEADER, "a", 10, 3, PEERS)
+    vote = {"type": "request_vote", "term": 4}
+    assert e.on_raft("c", VOTE_REQUEST, 4, vote, 5.0, leading) == [Fence(4)]
+    assert e.on_message("c", TermAhead(4), 5.001, leading) == [], "no second fence"
+    assert e.fence_done(4) == [Release((Deliver("c", VOTE_REQUEST, 4, vote), AdoptTerm(4)))]
