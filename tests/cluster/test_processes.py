@@ -179,7 +179,7 @@ def _hand_over(c: Cluster, master: str, to: str | None = None, tries: int = 3) -
     """Ask ``master`` to step down (to ``to``) until another member leads (``to``, if named):
     (the new master, when the successful request was sent). The member asked to stand does so
     at once (pysyncobj's TimeoutNow), but it can lose that election, and whoever wins then leads
-    (about one try in ten here; see the closing note of session 10): an operator asks again."""
+    (another member's vote request may reach the voters first): an operator asks again."""
     stable = c.stable_master(members=set(c.names))
     for _ in range(tries):
         asked_at = time.time()

@@ -16,8 +16,10 @@ from sim.coverage import MIN_DIFFERED, format_table, rows, total
 from sim.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
-# short seeds that reach many points: a 5-node journaled one and a 3-node one, random policies
-SEEDS = (3, 14)
+# short seeds that reach many points (19 with a differing alternative): a 3-node journaled one
+# under majority and a 5-node one under none; any change to the cores' timing may move a seed
+# off a point, and then other seeds are picked
+SEEDS = (9, 14)
 DURATION = 20.0
 
 
