@@ -454,6 +454,10 @@ class NodeCore:
         return out
 
     def step_down(self, now: float, to: str | None = None) -> list[Action]:
+        """An operator's step-down: nothing (no actions) unless this node leads Raft and ``to``,
+        if named, is another member."""
+        if self.membership.role != "leader" or (to is not None and (to == self.name or to not in self.members)):
+            return []
         out: list[Action] = []
         self._membership(StepDown(now), now, out)
         out.append(ToRaft(TransferLeadership(to)))

@@ -220,9 +220,10 @@ class ReplicatedStorage:
         """Make this master inactive at once and hand Raft leadership to ``to``, or to the most
         caught-up follower. False if this node is not the master, or ``to`` is no other member
         (nothing is done then), or pysyncobj refused (``to`` not connected or not caught up)."""
-        if self.core.membership.role != "leader" or (to is not None and (to == self.name or to not in self.core.members)):
+        actions = self.core.step_down(self._now(), to)
+        if not actions:
             return False
-        self._act(self.core.step_down(self._now(), to))
+        self._act(actions)
         assert self._transfer is not None
         return await asyncio.wait_for(self._transfer, timeout)
 

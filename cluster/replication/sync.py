@@ -187,10 +187,13 @@ class SyncCoordinator:
         return self._fetch(max(own.last_seq, 1))
 
     def has_quorum(self) -> bool:
-        counted = sum(1 for n in self.positions if n not in self.amnesiac)
+        quorate = self._quorate()
         if decisions.ON:
-            decisions.note("sync.quorum", (self.quorum <= counted or self.everyone <= len(self.positions))
-                           != (self.quorum <= len(self.positions)))
+            decisions.note("sync.quorum", quorate != (self.quorum <= len(self.positions)))
+        return quorate
+
+    def _quorate(self) -> bool:
+        counted = sum(1 for n in self.positions if n not in self.amnesiac)
         return counted >= self.quorum or len(self.positions) >= self.everyone
 
     def hand_on_to(self, reachable: frozenset[str]) -> str | None:
@@ -201,8 +204,7 @@ class SyncCoordinator:
         Raft leadership to. None while this sync may still finish, or nobody is better placed."""
         if self.state != self.COLLECTING or self.self_name not in self.amnesiac:
             return None
-        if sum(1 for n in self.positions if n not in self.amnesiac) >= self.quorum \
-                or len(self.positions) >= self.everyone:
+        if self._quorate():
             return None
         waiting = any(m not in self.positions for m in self.members if m in reachable)
         if decisions.ON:

@@ -476,3 +476,11 @@ def test_an_amnesiac_master_that_reaches_everyone_finishes_its_sync_and_keeps_le
             break
     assert c.cores["n2"].serving(c.now), "every member answered: the sync decides"
     assert not [a for a in c.to_raft["n2"] if type(a) is TransferLeadership]
+
+
+def test_a_step_down_is_refused_unless_leading_and_to_another_member():
+    c = Cores()
+    c.serving("n1")
+    assert c.cores["n2"].step_down(c.now) == [], "not the leader"
+    assert c.cores["n1"].step_down(c.now, "n1") == [] and c.cores["n1"].step_down(c.now, "n9") == []
+    assert [a for a in c.cores["n1"].step_down(c.now, "n2") if type(a) is ToRaft] == [ToRaft(TransferLeadership("n2"))]
