@@ -730,8 +730,9 @@ class NodeCore:
         if not self.journaled or self.journal_error is not None or not self.compactor.due:
             return
         # Each read must see no more than the log holds: the master's executed operations are
-        # cut into a batch first (otherwise a restart could hold changes no log entry carries).
-        out += self.flush(now)
+        # cut into a batch first, even while the batching hold would keep them (otherwise a
+        # restart could hold changes no log entry carries).
+        self._replication(self.replication.cut_staged(int(now * 1000)), now, out)
         snap = self.compactor.step(self.storage, self.replication.log)
         if snap is not None:
             out.append(snap)

@@ -139,6 +139,8 @@ class ReplicationCore:
         if epoch == self.epoch and master == self.master:
             added = set(members) - set(self.members)
             self.members = members
+            for to in [t for t in self.senders if t not in members]:
+                self.senders.pop(to).release()    # a member the view no longer has
             out: list[Any] = []
             if self.master_core is not None:
                 out += self.master_core.view_changed(members)
@@ -171,8 +173,11 @@ class ReplicationCore:
         # for this very view and must go on. Dropping it left the master waiting for chunks nobody
         # would resend (the simulator, seed 26490, under a 10%-lossy network). Any other transfer
         # belongs to a view that has ended.
-        self.senders = {to: s for to, s in self.senders.items()
-                        if to == master and master != self.name and s.epoch == epoch}
+        kept = {to: s for to, s in self.senders.items() if to == master and master != self.name and s.epoch == epoch}
+        for to, s in self.senders.items():
+            if to not in kept:
+                s.release()
+        self.senders = kept
         if not keep:
             self.receiver = None
         self.sync = None
@@ -212,6 +217,14 @@ class ReplicationCore:
             return []
         self.master_core.sending_transfer = bool(self.senders)
         return self._master_actions(self.master_core.flush(now_ms), now_ms)
+
+    def cut_staged(self, now_ms: int) -> list[Any]:
+        """Cut every operation executed on the storage into the log now, held or not: whoever
+        reads the storage next (a transfer's tail, a compaction step) must find nothing there
+        that the log does not hold."""
+        if self.master_core is None or not self.serving:
+            return []
+        return self._master_actions(self.master_core.flush(now_ms, force=True), now_ms)
 
     def on_peer(self, name: str, connected: bool, now_ms: int) -> list[Any]:
         if connected:
@@ -344,9 +357,9 @@ class ReplicationCore:
         if to in self.senders:
             return []
         ts = self.transfer_settings
-        sender = TransferSender(to, self.epoch if epoch is None else epoch, lambda: next(self._transfer_ids), self.storage, self.log, now_ms,
-                                chunk_records=ts.chunk_records, window=ts.window,
-                                resend_after_ms=ts.resend_after_ms)
+        sender = TransferSender(to, self.epoch if epoch is None else epoch, lambda: next(self._transfer_ids),
+                                self.storage, self.log, now_ms, chunk_records=ts.chunk_records, window=ts.window,
+                                resend_after_ms=ts.resend_after_ms, cut_staged=self.cut_staged)
         self.senders[to] = sender
         return [Note("transfer-started", {"direction": "sent", "peer": to, "at_seq": sender.at_seq})] \
             + sender.pump(now_ms, ts.window)
@@ -396,7 +409,9 @@ class ReplicationCore:
             # find it the most advanced, and a master that needs its snapshot must get it
             # (the simulator: the sync retried for ever and the cluster never served).
             return [Rejected(sender, "transfer request to a member that restarted empty")]
-        self.senders.pop(sender, None)
+        old = self.senders.pop(sender, None)
+        if old is not None:
+            old.release()
         return self._start_sending(sender, now_ms, epoch)
 
     def following(self) -> tuple[str | None, int]:

@@ -28,11 +28,19 @@ class ReplicationLog:
     """Entries with consecutive sequence numbers, bounded in bytes (oldest dropped first).
 
     A replica that needs an entry older than ``first_seq`` can only catch up by state transfer.
+    A state transfer in progress *pins* the entries after its read's start (``pin``): it sends
+    them as its tail (transfer.py), and a log that dropped them would make it begin again, for
+    ever under a steady write load. Pinned entries are kept beyond ``limit_bytes`` up to
+    ``pinned_limit_bytes``; past that the oldest go anyway (the transfer starts over), so a
+    transfer that stalls cannot hold the master's memory without bound.
     """
 
     def __init__(self, limit_bytes: int = 64 * 1024 * 1024, last_seq: int = 0, last_epoch: int = 0, *,
-                 journaled: bool = False):
+                 journaled: bool = False, pinned_limit_bytes: int | None = None):
         self.limit_bytes = limit_bytes
+        self.pinned_limit_bytes = pinned_limit_bytes if pinned_limit_bytes is not None \
+            else max(4 * limit_bytes, 256 * 1024 * 1024)
+        self._pins: dict[object, int] = {}   # holder -> the oldest seq it needs
         # With a journal, every change of the log is also kept here, in order, until the node
         # core drains it into its journal's writes: an Entry, or a Reset (the state was replaced).
         self.unjournaled: list[Entry | Reset] | None = [] if journaled else None
@@ -70,8 +78,24 @@ class ReplicationLog:
         self._bytes += len(entry.mutations)
         self._last_seq = entry.seq
         self._last_epoch = entry.written_epoch
-        while self._bytes > self.limit_bytes and len(self._entries) > 1:
-            self._bytes -= len(self._entries.popleft().mutations)
+        if self._bytes > self.limit_bytes:
+            self._trim()
+
+    def _trim(self) -> None:
+        entries = self._entries
+        pinned = min(self._pins.values()) if self._pins else None
+        while self._bytes > self.limit_bytes and len(entries) > 1:
+            if pinned is not None and entries[0].seq >= pinned and self._bytes <= self.pinned_limit_bytes:
+                break
+            self._bytes -= len(entries.popleft().mutations)
+
+    def pin(self, holder: object, seq: int) -> None:
+        """Keep the entries from ``seq`` on (within ``pinned_limit_bytes``) until ``unpin``."""
+        self._pins[holder] = seq
+
+    def unpin(self, holder: object) -> None:
+        if self._pins.pop(holder, None) is not None and self._bytes > self.limit_bytes:
+            self._trim()
 
     def drain(self) -> list[Entry | Reset]:
         """The changes since the last drain, for the journal."""

@@ -115,8 +115,10 @@ class FetchMiss:
 @dataclass(frozen=True, slots=True)
 class SnapshotChunk:
     """Master -> joiner: chunk ``index`` of transfer ``transfer_id``; ``records`` is an
-    ``encode_many`` frame of snapshot records. The state is the log's as of ``at_seq`` (written
-    in ``at_epoch``) plus whatever the fuzzy read saw later; streaming resumes after ``at_seq``."""
+    ``encode_many`` frame of snapshot records, or (after them) of the log's mutations since the
+    read began (transfer.py). The ``last`` chunk's ``(at_seq, at_epoch)`` is the log position the
+    restored state is exactly at, and streaming resumes after it; earlier chunks name where the
+    read began."""
 
     epoch: int
     transfer_id: int

@@ -1,17 +1,29 @@
 """State transfer in chunks, while the master keeps serving (sans-I/O).
 
 The sender reads the master's storage with ``Storage.iter_snapshot()``, which may interleave
-with client operations (a "fuzzy" snapshot). It notes the log position ``at_seq`` when the read
-began; the joiner restores the chunks into a fresh storage, swaps it in, and the stream resumes
-at ``at_seq + 1``. Entries after ``at_seq`` that the fuzzy read already saw are applied again,
-which changes nothing (every mutation is idempotent), so the master's log is the buffer of
-"mutations that arrived meanwhile" and nothing has to be held on the joiner.
+with client operations (a "fuzzy" snapshot): it begins at log position ``at_seq``, and each
+record shows the state at the moment it was read. Such a state is exact at no log position
+until the entries that ran during the read are applied on top (every mutation is idempotent, so
+applying one whose effect the read already saw changes nothing). So the transfer carries them:
+once every record is read, the chunks that follow hold the log's entries after ``at_seq`` (the
+*tail*), and the last chunk names the log's end ``(seq, epoch)`` when it was cut. The joiner
+restores everything into a fresh storage, which is then exactly the master's state at that
+position, and the stream resumes after it.
+
+Why the tail belongs to the transfer, not to the stream that follows it: a joiner holding the
+fuzzy records with its log at ``at_seq`` would hold effects of entries it does not have. Were
+the master to fail before streaming them, the next master's sync would take that log position
+for a clean prefix of a history that may have dropped those entries, and the joiner would stay
+diverged for good (issue 19's simulator found it: seed 63 of the ``held-ack-unclamped`` run).
+Operations the master executed but has not yet cut into the log are the same hazard, so the
+sender has them cut (``cut_staged``) before it fixes the last chunk's position.
 
 Chunks go out in a bounded window and are acked cumulatively. After ``resend_after_ms`` without
 an ack the unacked window is sent again, so a dropped link resumes where it stopped instead of
-starting over; a joiner that lost its staging state asks for a restart (ack index -1). The
-runtime paces ``pump`` (a few chunks per loop turn) so that a large state never stalls the
-master: reading 1,000,000 messages becomes thousands of small steps between client requests.
+starting over; a joiner that lost its staging state asks for a restart (ack index -1), as does
+a tail the log trimmed before it was sent. The runtime paces ``pump`` (a few chunks per loop
+turn) so that a large state never stalls the master: reading 1,000,000 messages becomes
+thousands of small steps between client requests.
 """
 
 from __future__ import annotations
@@ -31,7 +43,8 @@ from cluster.replication.messages import Action, Rejected, Send, SnapshotAck, Sn
 
 @dataclass(frozen=True, slots=True)
 class TransferDone:
-    """Sender side: the joiner has the whole snapshot; stream to it from ``at_seq + 1``."""
+    """Sender side: the joiner holds the state exactly at log position ``at_seq`` (the last
+    chunk's); stream to it from ``at_seq + 1``."""
 
     replica: str
     at_seq: int
@@ -44,7 +57,8 @@ class TransferDone:
 class TransferSender:
     def __init__(self, replica: str, epoch: int, new_id: Callable[[], int], storage: Storage,
                  log: ReplicationLog, now_ms: int, *, chunk_records: int = 2_000, window: int = 8,
-                 resend_after_ms: int = 1_000, chunk_bytes: int = 256 * 1024):
+                 resend_after_ms: int = 1_000, chunk_bytes: int = 256 * 1024,
+                 cut_staged: Callable[[int], list[Action]] | None = None):
         self.replica = replica
         self.epoch = epoch
         self._new_id = new_id
@@ -60,6 +74,9 @@ class TransferSender:
         self.chunk_bytes = chunk_bytes
         self.window = window
         self.resend_after_ms = resend_after_ms
+        # A master's operations executed on the storage but not yet in the log: cut them into it
+        # (the actions that go with that) before the last chunk's position is fixed.
+        self._cut_staged = cut_staged
         self.started_ms = now_ms
         self._begin(now_ms)
 
@@ -70,13 +87,21 @@ class TransferSender:
         self.at_seq = self._log.last_seq
         self.at_epoch = self._log.last_epoch
         self._records: Iterator = self._storage.iter_snapshot()
+        self._read_all = False      # every record is read: tail chunks follow
+        self._tail_from = self.at_seq + 1
+        self._log.pin(self, self._tail_from)
         self._next_index = 0
         self._unacked: deque[SnapshotChunk] = deque()
-        self._exhausted = False
+        self._exhausted = False     # the last chunk is built
+        self.end_seq: int | None = None   # the position it names
         self._last_ack_ms = now_ms
         self._resend_wait = self.resend_after_ms
         self.sent_records = 0
         self.sent_bytes = 0
+
+    def release(self) -> None:
+        """The transfer is abandoned: the log may drop what it kept for the tail."""
+        self._log.unpin(self)
 
     @property
     def done(self) -> bool:
@@ -86,28 +111,70 @@ class TransferSender:
         """Read and send up to ``max_chunks`` more chunks, as the window allows."""
         out: list[Action] = []
         while not self._exhausted and len(self._unacked) < self.window and max_chunks > 0:
-            batch = []
-            for rec in self._records:
-                batch.append(rec)
-                if len(batch) >= self.chunk_records:
-                    break
-            self._exhausted = len(batch) < self.chunk_records
-            if decisions.ON and self._exhausted:
-                # the read ends here: a position taken now would miss what the read skipped
-                decisions.note("transfer.snapshot_position", self._log.last_seq != self.at_seq)
-            blob = encode_many(batch)
-            if batch:
-                per_record = max(1, len(blob) // len(batch))
-                self.chunk_records = max(1, min(self.max_chunk_records, self.chunk_bytes // per_record))
-            chunk = SnapshotChunk(self.epoch, self.transfer_id, self._next_index, self.at_seq, self.at_epoch,
-                                  blob, self._exhausted)
+            if self._read_all:
+                chunk = self._tail_chunk(now_ms, out)
+                if chunk is None:
+                    continue     # the tail was trimmed: a new pass began
+            else:
+                chunk = self._record_chunk()
             self._next_index += 1
             self._unacked.append(chunk)
-            self.sent_records += _messages_in(batch)
-            self.sent_bytes += len(blob)
+            self.sent_bytes += len(chunk.records)
             out.append(Send(self.replica, chunk))
             max_chunks -= 1
         return out
+
+    def _chunk(self, blob: bytes, *, last: bool = False, at: tuple[int, int] | None = None) -> SnapshotChunk:
+        seq, epoch = at if at is not None else (self.at_seq, self.at_epoch)
+        return SnapshotChunk(self.epoch, self.transfer_id, self._next_index, seq, epoch, blob, last)
+
+    def _record_chunk(self) -> SnapshotChunk:
+        batch = []
+        for rec in self._records:
+            batch.append(rec)
+            if len(batch) >= self.chunk_records:
+                break
+        self._read_all = len(batch) < self.chunk_records
+        blob = encode_many(batch)
+        if batch:
+            per_record = max(1, len(blob) // len(batch))
+            self.chunk_records = max(1, min(self.max_chunk_records, self.chunk_bytes // per_record))
+        self.sent_records += _messages_in(batch)
+        return self._chunk(blob)
+
+    def _tail_chunk(self, now_ms: int, out: list[Action]) -> SnapshotChunk | None:
+        """The log's entries from ``_tail_from`` on, up to ``chunk_bytes``; the last chunk once
+        they reach the log's end, naming that position."""
+        if self._cut_staged is not None:
+            out += self._cut_staged(now_ms)
+        log = self._log
+        if self._tail_from < log.first_seq and self._tail_from <= log.last_seq:
+            # trimmed past the pin's bound before it was sent: what the read saw can no longer
+            # be made exact
+            self._begin(now_ms)
+            return None
+        mutations: list = []
+        size = 0
+        while self._tail_from <= log.last_seq and size < self.chunk_bytes:
+            entries = log.since(self._tail_from, 64)
+            if not entries:
+                break
+            for e in entries:
+                mutations += decode_many(e.mutations)
+                size += len(e.mutations)
+                self._tail_from = e.seq + 1
+                if size >= self.chunk_bytes:
+                    break
+        self.sent_records += len(mutations)
+        if self._tail_from <= log.last_seq:
+            return self._chunk(encode_many(mutations))
+        self._exhausted = True
+        self.end_seq = log.last_seq
+        log.unpin(self)     # resends reuse the chunks built
+        if decisions.ON:
+            # a transfer that skipped the tail would leave the joiner ahead of its log
+            decisions.note("transfer.snapshot_position", log.last_seq != self.at_seq)
+        return self._chunk(encode_many(mutations), last=True, at=(log.last_seq, log.last_epoch))
 
     def on_ack(self, ack: SnapshotAck, now_ms: int) -> list[Action | TransferDone]:
         if ack.transfer_id != self.transfer_id or ack.epoch != self.epoch:
@@ -122,7 +189,8 @@ class TransferSender:
         self._last_ack_ms = now_ms
         self._resend_wait = self.resend_after_ms
         if self.done:
-            return [TransferDone(self.replica, self.at_seq, self.sent_records, self.sent_bytes,
+            assert self.end_seq is not None
+            return [TransferDone(self.replica, self.end_seq, self.sent_records, self.sent_bytes,
                                  self.started_ms, now_ms)]
         return self.pump(now_ms, self.window)
 

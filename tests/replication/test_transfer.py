@@ -4,7 +4,9 @@ The master's workload keeps running between chunks (so the snapshot is fuzzy) an
 operation's mutations to its log; the joiner restores the chunks into a fresh storage, then
 applies the log from the transfer's position on. It must reach the master's digest, also when
 frames are lost, the link is cut for a while (the transfer resumes, it does not restart), or the
-joiner loses its staging state (the transfer restarts).
+joiner loses its staging state (the transfer restarts). And before it applies anything more, the
+restored state must be exactly the state at the position the transfer names: a master that
+fails right after the transfer must leave the joiner with nothing its log lacks.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 
 from storage import IdSource, ManualClock, Storage
 from storage.codec import encode_many
-from storage.commands import SendMessageBatch, SendMessageBatchEntry
+from storage.commands import PurgeQueue, SendMessageBatch, SendMessageBatchEntry
 
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.messages import Batch, Send, SnapshotAck, SnapshotChunk
@@ -41,6 +43,7 @@ class Setup:
         self.receiver = TransferReceiver("m", 1, lambda: Storage(ManualClock(0), IdSource(5)))
         self.done: TransferDone | None = None
         self.restarts = 0
+        self.cuts = 0
 
     def record(self) -> None:
         """Append the mutations the workload emitted since last time as one log entry."""
@@ -49,10 +52,25 @@ class Setup:
         if muts:
             self.log.append(Entry(self.log.last_seq + 1, 1, encode_many(muts), self.clock.now_ms()))
 
+    def cut_staged(self, now_ms: int) -> list:
+        """The master's side of the transfer asks for its executed operations to be logged."""
+        self.cuts += 1
+        self.record()
+        return []
+
+    def replay(self, seq: int) -> Storage:
+        """The state at log position ``seq``: every entry up to it, applied to an empty storage."""
+        storage, log = Storage(ManualClock(0), IdSource(7)), ReplicationLog()
+        for e in self.log.since(1, seq):
+            assert apply_entry(storage, log, Batch(1, e.seq, e.written_epoch, e.mutations), 0) is None
+        assert log.last_seq == seq
+        return storage
+
     def start(self) -> None:
         self.record()
         self.sender = TransferSender("j", 1, itertools.count(1).__next__, self.run.master, self.log, self.clock.now_ms(),
-                                     chunk_records=self.chunk_records, window=3, resend_after_ms=300)
+                                     chunk_records=self.chunk_records, window=3, resend_after_ms=300,
+                                     cut_staged=self.cut_staged)
         self.out("m", self.sender.pump(self.clock.now_ms(), 3))
 
     def out(self, sender: str, actions: list) -> None:
@@ -85,7 +103,9 @@ class Setup:
         return storage
 
 
-def drive(s: Setup, data, *, cut_for: int = 0, lose_staging: bool = False) -> None:
+def drive(s: Setup, data, *, cut_for: int = 0, lose_staging: bool = False, staged: bool = False) -> None:
+    """``staged``: operations between chunks stay unlogged at random (a master's batching hold),
+    until the sender's ``cut_staged`` or a later operation logs them."""
     s.start()
     rounds = 0
     while s.done is None:
@@ -93,7 +113,8 @@ def drive(s: Setup, data, *, cut_for: int = 0, lose_staging: bool = False) -> No
         assert rounds < 2_000, "the transfer must finish"
         for _ in range(data.draw(st.integers(0, 2), label="ops between chunks")):
             step(s.run, data)
-            s.record()
+            if not staged or data.draw(st.booleans(), label="log it now"):
+                s.record()
         if cut_for and rounds == 3:
             s.net.down = {"j"}
         if cut_for and rounds == 3 + cut_for:
@@ -117,6 +138,45 @@ def test_fuzzy_chunked_transfer_converges_over_a_lossy_network(data):
                  dup=data.draw(st.sampled_from((0.0, 0.2)), label="dup"))
     drive(s, data)
     assert_same_state(s.finish_join(), s.run.master)
+
+
+@SETTINGS
+@given(st.data())
+def test_the_restored_state_is_exactly_the_state_at_the_position_it_names(data):
+    """The joiner's log position is the whole truth about its state: the fuzzy read's records
+    plus the log's tail since the read began, nothing executed but unlogged."""
+    s = Setup(data.draw(st.integers(0, 2**32), label="seed"), data.draw(st.sampled_from((1, 3, 50))))
+    for _ in range(data.draw(st.integers(5, 40), label="before")):
+        step(s.run, data)
+    s.net.faults(drop=data.draw(st.sampled_from((0.0, 0.2)), label="drop"), dup=0.0)
+    drive(s, data, staged=True)
+    assert s.cuts > 0
+    taken = s.receiver.take()
+    assert taken is not None
+    storage, at_seq, at_epoch, _ = taken
+    assert (at_seq, at_epoch) == (s.done.at_seq, 1) and at_seq <= s.log.last_seq
+    assert_same_state(storage, s.replay(at_seq))
+
+
+def test_what_the_master_executed_but_had_not_logged_is_in_the_log_before_the_last_chunk():
+    """A master's batching hold keeps executed operations out of its log for a while. The read
+    sees their effects (here: a purge empties the groups of messages not read yet), so the sender
+    has them cut into the log before it names the last chunk's position."""
+    s = Setup(2, 1)
+    entries = tuple(SendMessageBatchEntry(str(i), "x" * 10) for i in range(10))
+    for _ in range(128):
+        s.run.execute(SendMessageBatch(STD, entries))
+    s.start()
+    s.run.execute(PurgeQueue(STD))      # executed, not yet logged
+    while s.done is None:
+        assert s.net.step(), "the transfer stalled"
+    assert s.cuts > 0
+    taken = s.receiver.take()
+    assert taken is not None
+    storage, at_seq, _, _ = taken
+    assert at_seq == s.log.last_seq == 2     # the sends, then the purge
+    assert_same_state(storage, s.replay(at_seq))
+    assert_same_state(storage, s.run.master)
 
 
 @SETTINGS
@@ -171,3 +231,29 @@ def test_a_large_state_moves_in_bounded_steps():
     assert largest_call <= window, "one call must never read more than the window"
     assert calls >= 50 and s.done.records >= 20_000
     assert_same_state(s.finish_join(), s.run.master)
+
+
+def test_the_tail_is_kept_for_the_transfer_however_small_the_log():
+    """The log is bounded in bytes, and a transfer's tail may grow past that bound while a large
+    state is read: the transfer pins it, so it finishes in one pass instead of beginning again
+    (for ever, under a steady write load) each time the log drops the tail's start."""
+    s = Setup(4, 4)
+    s.log = ReplicationLog(limit_bytes=2_000)
+    entries = tuple(SendMessageBatchEntry(str(i), "x" * 50) for i in range(10))
+    for _ in range(300):
+        s.run.execute(SendMessageBatch(STD, entries))
+    s.start()
+    first_pass = s.sender.transfer_id
+    writes = 0
+    while s.done is None:
+        if s.sender.end_seq is None:     # the master serves between frames until the last chunk
+            s.run.execute(SendMessageBatch(STD, entries))
+            s.record()
+            writes += 1
+            assert writes < 3_000, "the transfer never finished (it began again and again)"
+        assert s.net.step(), "the transfer stalled"
+    assert writes > 20 and s.sender.transfer_id == first_pass, "one pass, however long the tail"
+    assert s.log.size_bytes <= 2_000, "the pin is released once the last chunk is built"
+    taken = s.receiver.take()
+    assert taken is not None and taken[1] == s.log.last_seq
+    assert_same_state(taken[0], s.run.master)
