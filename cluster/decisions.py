@@ -58,8 +58,9 @@ POINTS: dict[str, str] = {
     "replica.duplicate": "a batch at or below the applied seq is a duplicate (re-acked); "
                          "alternative: only one below it",
     # replication: state transfer (transfer.py, core.py)
-    "transfer.snapshot_position": "a transfer resumes the stream after the log position the read began at; "
-                                  "alternative: the position when the read ended",
+    "transfer.snapshot_position": "a transfer carries the log's entries since its read began and names the "
+                                  "log's end; alternative: it names where the read began (the joiner holds "
+                                  "effects its log lacks)",
     "transfer.chunk_order": "a chunk other than the next one is not applied (the sender resends); "
                             "alternative: a later chunk is applied",
     "transfer.taken_twice": "a chunk of a transfer already taken is re-acked, not taken again; "

@@ -76,6 +76,9 @@ class Network:
         # order. Exponential because it is memoryless: whatever is in flight, the next frame to
         # arrive is any of them with equal chance, however long each has been on its way.
         self.reorder_us = 0
+        # Per directed link: which stream frames may pass (a nemesis's filter: the world's
+        # "handoff" path stops a member's stream at a mark); a refused frame is lost unseen.
+        self.gates: dict[tuple[str, str], Callable[[Any], bool]] = {}
         self.sent = 0
         self.lost = 0
 
@@ -90,6 +93,9 @@ class Network:
             # nothing is queued for a peer that is not connected (ZMQ_IMMEDIATE)
             self.lost += 1
             return False
+        if self.gates and plane == STREAM and (gate := self.gates.get((src, dst))) is not None and not gate(msg):
+            self.lost += 1
+            return True
         rng = self.rng
         if self.drop and rng.random() < self.drop:
             self.lost += 1
@@ -180,4 +186,5 @@ class Network:
             link.stream_cuts = 0
             link.extra_us = [0, 0]
             self._calm(link)
+        self.gates.clear()
         self.drop = self.dup = 0.0

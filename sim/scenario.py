@@ -109,8 +109,17 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   had applied (and was holding the ack of) a later batch, a few ms later, when an ack for the
 #   later batch, had it gone out unclamped, would be at the master. The restarts are staggered,
 #   so that the sync after them may hear from members without the raced batch first.
+# * "handoff": a master lost right after a state transfer it sent, while only the joiner holds
+#   what the transfer's read saw. A replica crashes for 1-3 s (a small log makes its catch-up
+#   a transfer);
+#   when the master sends the transfer, the other members' streams either take its batches
+#   ``slow_ms`` late (``mark`` "slow": writes go on, committing late, while the read runs) or
+#   stop at the position the last chunk names ("end"), and once the joiner holds the transfer
+#   the master is isolated ``settle_ms`` later, for ``hold_s`` (what is on its way is lost). The next
+#   master syncs the joiner with members level at the mark: a joiner that holds effects its log
+#   lacks diverges from them for good (World._handoff_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
-                    "deaf": 0.3, "race": 0.3}
+                    "deaf": 0.3, "race": 0.3, "handoff": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -275,18 +284,19 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
-    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race")}
+    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
-    lr, ar, fr, dr, qr = later["lease"], later["amnesia"], later["fork"], later["deaf"], later["race"]
+    lr, ar, fr, dr, qr, hr = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff"))
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
     transfer_window = 8
     window = fault_end - fault_start
     plays = tuple(k for k in plays if faults and window > 2.0 and (
-        k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+        k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW,
+                                  "handoff": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
@@ -297,6 +307,11 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             schedule.append(_fork(fr, fault_start, fault_end))
         if "deaf" in plays:
             schedule.append(_deaf(dr, fault_start, fault_end, n))
+        if "handoff" in plays:
+            schedule.append(_handoff(hr, fault_start, fault_end))
+            log_limit_bytes = min(log_limit_bytes, 8 * 1024)   # a replica down for a second falls behind it
+            # a transfer of many round trips, during which the master goes on writing
+            chunk_records, transfer_window = hr.choice((1, 2)), 1
         if "race" in plays:
             if not jextra or jextra.get("fsync") != "always":
                 lo = qr.choice((0.2, 0.5, 1.0))
@@ -331,7 +346,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                 mix[m] = round(mix[m] * 0.25, 3)
             chunk_records = rr.choice((1, 2))
             transfer_window = rr.choice((1, 2))
-            log_limit_bytes = 8 * 1024
+            log_limit_bytes = min(log_limit_bytes, 8 * 1024)
             names = [f"n{i + 1}" for i in range(n)]
             # half the time, frames are lost from the first restart to the end of the fault
             # window, and the transfer window is 4 (from a generator of its own, so the draws
@@ -395,6 +410,25 @@ def _fork(rng: random.Random, lo: float, hi: float) -> Fault:
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "fork", round(length, 3), "master",
                  {"lead_s": leads, "settle_ms": settle, "hold_s": holds, "gap_s": gaps})
+
+
+def _handoff(rng: random.Random, lo: float, hi: float) -> Fault:
+    """A master lost right after a transfer (see RARE_PROBABILITY): ``steps`` of them, ``gap_s``
+    apart; in each a replica (picked by the world) is down for ``down_s``, and the master that
+    sends it a transfer is isolated ``settle_ms`` after the joiner took it, for ``hold_s``; a
+    step gives up after ``wait_s`` without a transfer."""
+    steps = rng.choice((1, 2))
+    downs = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps)]
+    marks = [rng.choice(("slow", "end")) for _ in range(steps)]
+    slow = [rng.choice((100, 300, 600)) for _ in range(steps)]
+    settle = [rng.choice((0, 5, 50)) for _ in range(steps)]
+    holds = [round(rng.uniform(0.5, 2.0), 3) for _ in range(steps)]
+    gaps = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps - 1)]
+    length = sum(downs) + sum(holds) + sum(gaps) + steps * 2.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "handoff", round(length, 3), "master",
+                 {"down_s": downs, "mark": marks, "slow_ms": slow, "settle_ms": settle, "hold_s": holds, "gap_s": gaps,
+                  "wait_s": 4.0, "pick": rng.random()})
 
 
 def _deaf(rng: random.Random, lo: float, hi: float, n: int) -> Fault:

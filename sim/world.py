@@ -33,7 +33,7 @@ from cluster.config import Timing
 from cluster.node_core import POLICY_TAG
 from cluster.replication.core import REPLICA
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy
+from cluster.replication.messages import AckPolicy, Batch
 
 from cluster.journal.journal import JournalDamaged
 
@@ -55,6 +55,7 @@ HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majorit
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
 FORK_POLL_US = 2_000              # the fork path watches for the next master's first batch this often
 FORK_WAIT_US = 6_000_000          # and gives up (healing the old master) after this long
+HANDOFF_CHUNK_US = 10_000         # the handoff path's "slow" mark: how late the joiner takes each chunk
 PROBE_US = 100_000                # the health probe's period (fault starts are probed at once too)
 QUIESCE_SETTLE_US = 500_000       # every member healthy this long before a quiescent point is judged
 QUIESCE_CALM_US = 10_000_000     # in calm stretches one quiescent point per this long (each costs a digest
@@ -163,7 +164,8 @@ class World:
         self.reach = {"syncs": 0, "syncs_multi_epoch": 0, "syncs_older_longer": 0, "syncs_order_matters": 0,
                       "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0, "lease_votes": 0,
                       "fork_steps": 0, "fork_older_longer": 0, "deaf_heals": 0,
-                      "race_cuts": 0, "race_timed_out": 0}
+                      "race_cuts": 0, "race_timed_out": 0, "handoff_gates": 0, "handoff_isolations": 0,
+                      "handoff_tails": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
@@ -438,7 +440,7 @@ class World:
         links, flapping = net.links, self._flapping
         bad = {(a, b) for a in cand for b in cand if a != b
                and ((lk := links[(a, b)]).cuts or lk.stream_cuts or lk.extra_us[0] or lk.extra_us[1]
-                    or (a, b) in flapping)}
+                    or (a, b) in flapping or (a, b) in net.gates)}
         if not bad:
             return tuple(cand)
         m = self.master()
@@ -614,6 +616,9 @@ class World:
             return
         elif kind == "race":
             self._race_arm(f, 0)
+            return
+        elif kind == "handoff":
+            self._handoff_step(f, 0, 0)
             return
         self._check_health()
 
@@ -819,6 +824,117 @@ class World:
         self._check_health()
         if step + 1 < len(f.params["hold_s"]):
             self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._deaf_step, f, step + 1, 0)
+
+    # --- a master lost right after a transfer (scenario._handoff) -------------------------------
+
+    def _handoff_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: crash a replica for ``down_s`` (restarted without its memory, or behind
+        the master's small log, its catch-up is a transfer), then watch for that transfer."""
+        if self.healed:
+            return
+        m = self.master()
+        replicas = [n for n in self.names if m is not None and n != m.name and n not in self.down
+                    and n not in self.paused]
+        joiner = replicas[int(f.params["pick"] * len(replicas))] if replicas else None
+        if joiner is None or not self._may_crash(joiner):
+            if tries < 30:
+                self.at(self.now + 100_000, self._handoff_step, f, step, tries + 1)
+            else:
+                self._handoff_next(f, step)
+            return
+        self._last_fault_at = self.now
+        self._kill(joiner, "handoff")
+        self.at(self.now + int(f.params["down_s"][step] * 1e6), self._handoff_rejoin, f, step, joiner,
+                self._down_gen[joiner])
+
+    def _handoff_rejoin(self, f: Fault, step: int, joiner: str, gen: int) -> None:
+        if self.healed:
+            return
+        self._restart(joiner, gen)
+        self._handoff_watch(f, step, joiner, None, 0)
+
+    def _handoff_watch(self, f: Fault, step: int, joiner: str, gated: tuple | None, polls: int) -> None:
+        """Once a serving master sends ``joiner`` a transfer, every member's stream from it stops
+        taking batches past the step's mark ("now": the log's end at that instant, so that what
+        the rest of the read sees is the master's alone; "end": the position the last chunk
+        names); once the joiner took the transfer, ``settle_ms`` later, the master is isolated."""
+        if self.healed:
+            return
+        if gated is None:
+            m = self.master()
+            rc = m.core.replication if m is not None and m.alive else None
+            sender = rc.senders.get(joiner) if rc is not None and rc.serving else None
+            if sender is not None:
+                at = rc.log.last_seq
+                mark = f.params["mark"][step]
+                others = [o for o in self.names if o != m.name]
+                if mark == "end":
+                    gate = lambda msg: type(msg) is not Batch or sender.end_seq is None or msg.seq <= sender.end_seq  # noqa: E731
+                    for o in others:
+                        self.net.gates[(m.name, o)] = gate
+                else:
+                    # "slow": the others take the stream late, so that writes go on (committing
+                    # late) while the read runs, and the isolation loses what is on its way
+                    # and the transfer's chunks 10 ms late: a read of many round trips
+                    for o in others:
+                        self.net.add_delay(m.name, o, HANDOFF_CHUNK_US if o == joiner else int(f.params["slow_ms"][step] * 1000), (STREAM,))
+                self.reach["handoff_gates"] += 1
+                self._nemesis(m.name, "handoff_gate", {"joiner": joiner, "mark": mark, "at_seq": at,
+                                                       "slow_ms": f.params["slow_ms"][step]})
+                gated = (m.name, at, joiner)
+                self._check_health()
+        else:
+            master, at, _ = gated
+            node, j = self.nodes[master], self.nodes[joiner]
+            if not node.alive or not node.core.replication.serving:
+                self._handoff_ungate(f, step, gated)
+                self._handoff_next(f, step)
+                return
+            taken = j.core.replication.last_transfer if j.alive else None
+            if taken is not None and taken.get("direction") == "received" and taken.get("peer") == master:
+                self.reach["handoff_tails"] += taken["at_seq"] > at
+                self.at(self.now + int(f.params["settle_ms"][step] * 1000), self._handoff_isolate, f, step, gated)
+                return
+        if polls * FORK_POLL_US > f.params["wait_s"] * 1e6:
+            if gated is not None:
+                self._handoff_ungate(f, step, gated)
+            self._handoff_next(f, step)
+            return
+        self.at(self.now + FORK_POLL_US, self._handoff_watch, f, step, joiner, gated, polls + 1)
+
+    def _handoff_isolate(self, f: Fault, step: int, gated: tuple) -> None:
+        if self.healed:
+            return
+        master = gated[0]
+        self._last_fault_at = self.now
+        links = [(master, o) for o in self.names if o != master] + [(o, master) for o in self.names if o != master]
+        for a, b in links:
+            self.net.cut(a, b)
+        self.reach["handoff_isolations"] += 1
+        self._nemesis(master, "isolate", {"links": [list(x) for x in links], "handoff_step": step})
+        self._handoff_ungate(f, step, gated)   # after the cut: what the slowed links carried is lost
+        self._check_health()
+        self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._handoff_heal, f, step, links)
+
+    def _handoff_heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
+        self._restore_links(links, "handoff", None)
+        self._check_health()
+        self._handoff_next(f, step)
+
+    def _handoff_ungate(self, f: Fault, step: int, gated: tuple) -> None:
+        master, _, joiner = gated
+        if f.params["mark"][step] == "end":
+            for o in self.names:
+                self.net.gates.pop((master, o), None)
+        else:
+            for o in self.names:
+                if o != master:
+                    self.net.add_delay(master, o, -(HANDOFF_CHUNK_US if o == joiner else int(f.params["slow_ms"][step] * 1000)), (STREAM,))
+        self._check_health()
+
+    def _handoff_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["down_s"]) and not self.healed:
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._handoff_step, f, step + 1, 0)
 
     # --- power cuts timed on the journal (scenario "race") --------------------------------------
 

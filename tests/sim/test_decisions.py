@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # short seeds that reach many points (19 with a differing alternative): a 3-node journaled one
 # under majority and a 5-node one under none; any change to the cores' timing may move a seed
 # off a point, and then other seeds are picked
-SEEDS = (9, 14)
+SEEDS = (8, 9)
 DURATION = 20.0
 
 

@@ -152,3 +152,29 @@ def test_race_cuts_strike_in_their_race_and_lose_nothing_acknowledged():
     assert r.scenario.journal and r.scenario.fsync == "always"
     assert r.ok, r.failures
     assert r.stats["race_cuts"] >= 1 and r.stats["power_cuts"] >= 1, r.stats
+
+
+def _handoff(seed: int):
+    return simulate(generate(seed, nodes=None, policy=None, crash_policy="any", duration=30.0, rare=("handoff",)))
+
+
+def test_a_master_lost_right_after_a_transfer_leaves_the_joiner_exact():
+    r = _handoff(57)
+    assert r.ok, r.failures
+    assert r.stats["handoff_isolations"] >= 1 and r.stats["handoff_tails"] >= 1, r.stats
+
+
+def test_a_joiner_whose_position_misses_the_transfers_tail_is_found_by_the_handoff_path(monkeypatch):
+    # the bug the `held-ack-unclamped` mutant once exposed (sim/README.md, "Mutants"): the last
+    # chunk names where the read began, so the joiner holds effects its log lacks
+    from cluster.replication.transfer import TransferSender
+
+    plain = TransferSender._tail_chunk
+
+    def at_read_start(self, now_ms, out):
+        chunk = plain(self, now_ms, out)
+        return replace(chunk, at_seq=self.at_seq, at_epoch=self.at_epoch) if chunk is not None and chunk.last else chunk
+
+    monkeypatch.setattr(TransferSender, "_tail_chunk", at_read_start)
+    r = _handoff(57)
+    assert any("divergence" in f for f in r.failures), r.failures
