@@ -38,7 +38,7 @@ from cluster.replication.messages import AckPolicy, Batch
 from cluster.journal.journal import JournalDamaged
 
 from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
-from sim.disk import POWER, PROCESS, SimDisk
+from sim.disk import POWER, PROCESS, SimDisk, WHERE as DISK_WHERE
 from sim.net import RAFT, STREAM, Network
 from sim.node import HOP_US, JournalSpec, SimNode
 from sim.raft import Durable
@@ -267,7 +267,7 @@ class World:
         inc = self.incarnations[name]
         jextra: dict[str, Any] = {}
         if self.journal is not None:
-            data = self.data.setdefault(name, SimDisk(f"sim/{name}"))
+            data = self.data.setdefault(name, SimDisk(f"{DISK_WHERE}/{name}"))
             jextra = dict(journal=self.journal, data=data,
                           disk_rng=random.Random(f"writer:{self.sc.seed}:{name}:{inc}"))
         try:

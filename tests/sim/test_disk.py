@@ -182,3 +182,29 @@ def test_a_whole_cluster_power_cut_under_fsync_never_ends_in_a_serving_master():
     amnesiac member once refused ("restarted empty"): the master never served."""
     r = simulate(generate(200, duration=20.0, journal=True, nodes=None, policy=None), strict=True)
     assert r.ok, r.failures
+
+
+def test_the_journal_warns_of_a_torn_tail_on_a_real_disk_but_not_on_a_simulated_one(tmp_path, caplog):
+    from cluster.journal.disk import OsDisk
+    from cluster.journal.format import JournalEntry
+    from cluster.journal.journal import Journal
+
+    def tear(disk) -> None:
+        j, _ = Journal.open(disk, segment_bytes=1 << 20)
+        j.append([JournalEntry(1, 1, b"m" * 40)])
+        j.sync()
+        j.append([JournalEntry(2, 1, b"n" * 40)])
+        seg = next(n for n in disk.list() if n.endswith(".seg"))
+        j.close()
+        disk.truncate(seg, disk.size(seg) - 10)       # the second record's write torn
+
+    with caplog.at_level("WARNING", logger="cluster.journal.journal"):
+        sim = SimDisk("sim/n1")
+        tear(sim)
+        _, rec = Journal.open(sim)
+        assert rec.truncated and not caplog.records
+        real = OsDisk(tmp_path / "data")
+        tear(real)
+        real = OsDisk(tmp_path / "data")
+        _, rec = Journal.open(real)
+        assert rec.truncated and any("torn tail" in r.getMessage() for r in caplog.records)
