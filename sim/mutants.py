@@ -230,10 +230,10 @@ DROPPED: tuple[tuple[Mutant, str], ...] = (
 # leaves them to `python -m sim.mutants`): name -> the first failing seed measured.
 SLOW: dict[str, int] = {
     "sync-counts-amnesiacs": 258,
-    "position-unknown-is-prefix": 217,
     "master-copy-before-fsync": 118,        # the `race` rare path (master)
-    "stale-view-activates": 166,
-    "forward-dedupe-forgets": 230,
+    # the `handoff` rare path: an entry resent with its epoch relabelled newer makes a shorter
+    # log look the most advanced at the next sync, which then drops a committed delete
+    "resend-rewrites-epoch": 216,
 }
 
 # Not found within BOUND seeds when measured (sim/README.md, "Mutants"): name -> why, as far as
@@ -250,9 +250,13 @@ NOT_FOUND: dict[str, str] = {
     "reconnect-streams-awaiting-transfer":
         "bug 11: needs a divergent member's stream link to drop and return during its transfer "
         "(one seed of a 1,000-seed sweep found it)",
-    "resend-rewrites-epoch":
-        "a relabelled entry only makes a member look divergent (its last entry's epoch differs from "
-        "the master's there) and earns it a transfer: the checks keep it safe, at the cost of transfers",
+    "position-unknown-is-prefix":
+        "found at seed 217 before the `handoff` rare path (which that seed now plays) changed its "
+        "faults; needs a replica whose last entry the master's log no longer holds to be streamed "
+        "to while it is not on the master's history",
+    "forward-dedupe-forgets":
+        "bug 10: found at seed 230 before a transfer carried its tail (cb9300f), which moved that "
+        "seed's timing; needs a forwarded request delivered twice across a reconnection",
     "fetch-rewrites-epoch":
         "the syncing master's check of its own last entry sees the relabelled epoch and takes the "
         "holder's snapshot instead of fetching: safe, at the cost of a transfer",
