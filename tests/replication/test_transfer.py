@@ -257,3 +257,28 @@ def test_the_tail_is_kept_for_the_transfer_however_small_the_log():
     taken = s.receiver.take()
     assert taken is not None and taken[1] == s.log.last_seq
     assert_same_state(taken[0], s.run.master)
+
+
+def test_a_tail_that_outgrows_the_pins_bound_makes_the_transfer_begin_again_and_still_end_exact():
+    """The pin is bounded: a transfer that falls too far behind (a stalled joiner, a write storm)
+    lets the log drop its tail's start and begins a new pass, which must end as exact as one."""
+    s = Setup(5, 4)
+    s.log = ReplicationLog(limit_bytes=2_000, pinned_limit_bytes=6_000)
+    entries = tuple(SendMessageBatchEntry(str(i), "x" * 50) for i in range(10))
+    for _ in range(300):
+        s.run.execute(SendMessageBatch(STD, entries))
+    s.start()
+    first_pass = s.sender.transfer_id
+    storm = 0
+    while s.sender.transfer_id == first_pass:
+        s.run.execute(SendMessageBatch(STD, entries))   # a storm while the first pass runs
+        s.record()
+        storm += 1
+        assert storm < 3_000, "the tail never outgrew the pin's bound"
+        assert s.net.step(), "the transfer stalled"
+    assert s.log.size_bytes <= 6_000 + 1_000, "the pin held no more than its bound (and one entry)"
+    while s.done is None:                               # then calm: the new pass finishes
+        assert s.net.step(), "the transfer stalled"
+    taken = s.receiver.take()
+    assert taken is not None and taken[1] == s.log.last_seq
+    assert_same_state(taken[0], s.run.master)
