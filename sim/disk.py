@@ -95,7 +95,8 @@ class SimDisk:
         del self._dir[name]
         self._ops.append(("unlink", name))
 
-    def write_new(self, name: str, data: bytes) -> None:
+    def write_new(self, name: str, data: bytes, reserve: int = 0) -> None:
+        # ``reserve`` is a hint (cluster/journal/disk.py): nothing is reserved here
         if name in self._dir:
             raise JournalIOError(errno.EEXIST, "cannot create: File exists", f"{self.where}/{name}")
         ino = _Inode(bytearray(data))

@@ -202,8 +202,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "return Snapshot(log.last_seq, log.last_epoch, log.last_seq, tuple(blobs))",
            "a compaction snapshot claims the log's end when the read finished, not where it began"),
     Mutant("journal-roll-unsynced", "cluster/journal/journal.py",
-           "            if prev in self._unsynced:\n                self._disk.sync(prev)\n",
-           "            if prev in self._unsynced:\n",
+           "            self._disk.truncate(prev, self._sizes[prev])\n            self._disk.sync(prev)\n",
+           "            self._disk.truncate(prev, self._sizes[prev])\n",
            "a segment roll leaves the closed segment's tail unsynced (bug 8)"),
 )
 

@@ -52,9 +52,11 @@ class Disk(Protocol):
     def size(self, name: str) -> int:
         ...
 
-    def write_new(self, name: str, data: bytes) -> None:
+    def write_new(self, name: str, data: bytes, reserve: int = 0) -> None:
         """Create ``name`` (it must not exist) holding ``data``. Not durable before ``sync(name)``
-        and ``sync_dir()``."""
+        and ``sync_dir()``. ``reserve``: the file may be given zeros after ``data`` up to that
+        size (a hint: appends still go right after the data, and ``size`` and ``truncate`` count
+        the data only); readers see the zeros."""
 
     def append(self, name: str, data: bytes) -> None:
         """Add ``data`` at the end of ``name``, creating it if missing. Not durable before
@@ -95,6 +97,8 @@ class OsDisk:
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
         self.where = os.path.abspath(os.fspath(path))
         self._fds: dict[str, int] = {}
+        # files created with reserved space: where their data ends (appends go there)
+        self._ends: dict[str, int] = {}
         with self._io("open the directory", ""):
             if create:
                 os.makedirs(self.where, exist_ok=True)
@@ -150,6 +154,9 @@ class OsDisk:
             return f.read()
 
     def size(self, name: str) -> int:
+        end = self._ends.get(name)
+        if end is not None:
+            return end
         with self._io("stat", name):
             return os.stat(self._path(name)).st_size
 
@@ -158,16 +165,30 @@ class OsDisk:
         while view:
             view = view[os.write(fd, view):]
 
-    def write_new(self, name: str, data: bytes) -> None:
+    def write_new(self, name: str, data: bytes, reserve: int = 0) -> None:
         with self._io("create", name):
-            fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            if reserve <= len(data):
+                fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                self._fds[name] = fd
+                self._write(fd, data)
+                return
+            fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             self._fds[name] = fd
             self._write(fd, data)
+            self._ends[name] = len(data)
+        try:
+            os.posix_fallocate(fd, 0, reserve)
+        except OSError:
+            pass    # a hint: no room to reserve (or no support) only means slower syncs
 
     # append and sync run once per group commit: a plain try costs nothing where ``_io`` (a
     # generator-based context manager) cost microseconds each
 
     def append(self, name: str, data: bytes) -> None:
+        end = self._ends.get(name)
+        if end is not None:
+            self._append_at(name, end, data)
+            return
         try:
             fd = self._fds.get(name)
             if fd is None:
@@ -180,6 +201,22 @@ class OsDisk:
             raise
         except OSError as e:
             raise JournalIOError(e.errno, f"cannot write: {e.strerror}", self._path(name)) from e
+
+    def _append_at(self, name: str, end: int, data: bytes) -> None:
+        try:
+            fd = self._fds.get(name)
+            if fd is None:
+                fd = os.open(self._path(name), os.O_WRONLY | os.O_CLOEXEC)
+                self._fds[name] = fd
+            view = memoryview(data)
+            while view:
+                n = os.pwrite(fd, view, end)
+                end += n
+                view = view[n:]
+        except OSError as e:
+            raise JournalIOError(e.errno, f"cannot write: {e.strerror}", self._path(name)) from e
+        finally:
+            self._ends[name] = end
 
     def sync(self, name: str) -> None:
         try:
@@ -206,11 +243,14 @@ class OsDisk:
     def rename(self, src: str, dst: str) -> None:
         self.release(src)
         self.release(dst)
+        self._ends.pop(src, None)
+        self._ends.pop(dst, None)
         with self._io(f"rename to {dst}", src):
             os.rename(self._path(src), self._path(dst))
 
     def remove(self, name: str) -> None:
         self.release(name)
+        self._ends.pop(name, None)
         with self._io("remove", name):
             try:
                 os.remove(self._path(name))
@@ -220,6 +260,8 @@ class OsDisk:
     def truncate(self, name: str, size: int) -> None:
         with self._io(f"truncate to {size} bytes", name):
             os.truncate(self._path(name), size)
+        if name in self._ends:
+            self._ends[name] = size   # no reserve left; its descriptor still writes at offsets
 
     def release(self, name: str) -> None:
         fd = self._fds.pop(name, None)

@@ -7,8 +7,10 @@ Every file opens with a fixed 44-byte header (little endian)::
     kind 1, segment:  history, first_seq, 0, 0
     kind 2, snapshot: history, at_seq, at_epoch, counter
 
-then records, each ``length u32 | crc32 u32 of the payload | payload``. A payload starts with a
-one-byte tag:
+then records, each ``length u32 | crc32 u32 of the payload | payload``. Zero bytes where the next
+record would start, and nothing but zero bytes to the end of the file, end the data cleanly: a
+segment is preallocated with zeros (journal.py), and a record never starts with a zero length.
+A payload starts with a one-byte tag:
 
     1 entry:         seq u64 | written_epoch u64 | mutations (opaque, to the end)
     2 snapshot blob: the blob (opaque, to the end)
@@ -277,6 +279,8 @@ def scan(data: bytes, start: int = 0) -> Scan:
     A bad record (short, absurd length, CRC mismatch) followed by a valid one is ``Damaged``;
     otherwise it is the torn tail of an interrupted write, ``Torn``. The search for a later valid
     record is bounded (RESYNC_WINDOW), so damage followed only by far-away records reads as torn.
+    Zero bytes from a record's start to the end are no problem: the data ends there (``end``),
+    in space reserved ahead of the writes.
     """
     view = memoryview(data)
     records: list[Record] = []
@@ -285,6 +289,8 @@ def scan(data: bytes, start: int = 0) -> Scan:
     while off < n:
         why = _bad(view, off)
         if why is not None:
+            if data.count(0, off) == n - off:
+                return Scan(tuple(records), off, None)
             nxt = _resync(view, off)
             if nxt is None:
                 return Scan(tuple(records), off, Torn(off, why))

@@ -111,6 +111,8 @@ class Journal:
                     disk.remove(cut.file)
                 else:
                     disk.truncate(cut.file, cut.offset)
+            for name, end in sv.reserved:
+                disk.truncate(name, end)    # the zeros reserved after its data: nothing was lost
             # After a process crash (no power loss) the page cache still holds what was never
             # fsynced, and recovery just read it: sync it before anything counts as durable.
             for name in sv.segments:
@@ -200,16 +202,20 @@ class Journal:
         # torn segment that is not the last, which recovery must refuse (found by the simulator).
         if self._segments:
             prev = self._segments[-1][1]
-            if prev in self._unsynced:
-                self._disk.sync(prev)
-                self._disk.release(prev)
-                del self._unsynced[prev]
+            # the space reserved past its data goes back (a truncation: durable once synced)
+            self._disk.truncate(prev, self._sizes[prev])
+            self._disk.sync(prev)
+            self._disk.release(prev)
+            self._unsynced.pop(prev, None)
             if self._dir_dirty:
                 self._disk.sync_dir()
                 self._dir_dirty = False
         name = segment_name(self._history, first_seq)
         header = encode_segment_header(SegmentHeader(self._history, first_seq))
-        self._disk.write_new(name, header)
+        # The segment's whole size is reserved at once: an fdatasync after an append that
+        # grows a file must also commit its new size (a filesystem journal commit), one into
+        # reserved space need not. On ext4 here: 0.17-0.18 ms against 0.10-0.13 ms a sync.
+        self._disk.write_new(name, header, reserve=self._segment_bytes)
         self._sizes[name] = len(header)
         self._bytes += len(header)
         self._segments.append((first_seq, name))
@@ -388,6 +394,11 @@ class Journal:
             if self._active is not None:
                 self._active.abort()
             if self._failed is None:
+                if self._segments:
+                    # a clean stop leaves no reserved space behind (a crash does: recovery cuts it)
+                    current = self._segments[-1][1]
+                    self._disk.truncate(current, self._sizes[current])
+                    self._unsynced[current] = None
                 self.sync()
         finally:
             self._closed = True

@@ -111,12 +111,16 @@ class Survey:
     damage: Problem | None                   # recovery stops here: nothing after it was read
     repair: Repair | None
     next_counter: int
+    # (segment, where its data ends) for segments with reserved zero space after their data:
+    # Journal.open cuts it, so that appends go right after the data
+    reserved: tuple[tuple[str, int], ...] = ()
 
     @property
     def bytes_kept(self) -> int:
         gone = set(self.garbage)
         total = sum(f.size for f in self.files if f.name not in gone)
-        return total - (self.tail_cut.dropped_bytes if self.tail_cut else 0)
+        unused = sum(f.size - end for f in self.files for name, end in self.reserved if f.name == name)
+        return total - unused - (self.tail_cut.dropped_bytes if self.tail_cut else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +185,7 @@ def survey(disk: Disk) -> Survey:
     garbage = [n for n in names if n.endswith(TEMP_SUFFIX)] + state.garbage
     return Survey(tuple(infos), state.history, state.snapshot, state.blobs, tuple(state.entries),
                   state.first_seq, state.last_seq, state.last_epoch, tuple(state.kept), tuple(garbage),
-                  state.tail_cut, damage, repair, max(counters) + 1)
+                  state.tail_cut, damage, repair, max(counters) + 1, tuple(state.reserved))
 
 
 class _Reader:
@@ -198,6 +202,7 @@ class _Reader:
         self.first_seq: int | None = None
         self.last_seq = 0
         self.last_epoch = 0
+        self.reserved: list[tuple[str, int]] = []
         self.kept: list[str] = []
         self.garbage: list[str] = []
         self.tail_cut: Cut | None = None
@@ -325,6 +330,8 @@ class _Reader:
                 self.entries.append(entry)
                 self.last_epoch = entry.written_epoch
         p = s.problem
+        if p is None and s.end < len(data):
+            self.reserved.append((name, s.end))
         if isinstance(p, Torn) and last:
             self.tail_cut = Cut(name, p.offset, len(data) - p.offset, False)
         elif p is not None:

@@ -47,7 +47,8 @@ class MemDisk:
     def size(self, name: str) -> int:
         return len(self._get(name).data)
 
-    def write_new(self, name: str, data: bytes) -> None:
+    def write_new(self, name: str, data: bytes, reserve: int = 0) -> None:
+        # ``reserve`` is a hint (cluster/journal/disk.py): nothing is reserved here
         self._op("write_new", name)
         assert name not in self.names, name
         self.names[name] = _File(data)

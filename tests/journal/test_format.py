@@ -104,10 +104,17 @@ def test_absurd_length_is_bad():
         fmt.encode_record(b"")
 
 
-def test_zero_filled_tail_is_torn_not_empty_records():
+def test_zeros_to_the_end_end_the_data_cleanly_as_space_reserved_ahead():
     data = encoded(entries(2))
     s = fmt.scan(data + bytes(4096))
+    assert len(s.records) == 2 and s.problem is None and s.end == len(data)
+
+
+def test_zeros_before_a_torn_write_are_torn_not_reserved_space():
+    data = encoded(entries(2))
+    s = fmt.scan(data + bytes(64) + b"\x07garbage")
     assert len(s.records) == 2 and isinstance(s.problem, Torn) and "length 0" in s.problem.why
+    assert s.end == len(data)
 
 
 def test_garbage_tail_is_torn_and_scanned_quickly():

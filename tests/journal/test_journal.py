@@ -217,8 +217,11 @@ def test_fuzzy_snapshot_compacts_and_recovery_replays_after_at_seq(tmp_path):
     assert len(after) < len(before)
     assert kept_firsts[0] <= 31, "the segment holding seq 31 stays"
     assert all(fmt.parse_segment_name(n)[1] > 1 for n in after)
-    assert j.stats().bytes_on_disk == sum(os.path.getsize(tmp_path / n) for n in os.listdir(tmp_path) if n != "LOCK")
+    on_disk = sum(os.path.getsize(tmp_path / n) for n in os.listdir(tmp_path) if n != "LOCK")
+    # the data, and the current segment's space reserved ahead of it (at most a segment)
+    assert j.stats().bytes_on_disk <= on_disk <= j.stats().bytes_on_disk + 600
     j.close()
+    assert j.stats().bytes_on_disk == sum(os.path.getsize(tmp_path / n) for n in os.listdir(tmp_path) if n != "LOCK")
     _, rec = open_dir(tmp_path, segment_bytes=600)
     assert rec.blobs == (b"blob one", b"blob two")
     assert (rec.snapshot.at_seq, rec.snapshot.end_seq) == (30, 45)
@@ -359,3 +362,39 @@ def test_an_io_error_stops_the_journal():
     assert j.durable_seq == 0
     j.close()
     assert disk.closed
+
+
+def test_a_crash_leaves_the_segments_reserved_space_which_recovery_cuts_quietly(tmp_path, caplog):
+    """A segment gets its whole size when it is created (syncs into reserved space commit no new
+    file size). After a crash the zeros past the data are no torn tail: recovery cuts them
+    without a warning, and the journal goes on right after the data."""
+    j, _ = open_dir(tmp_path, segment_bytes=1 << 20)
+    j.append(entries(1, 10))
+    j.sync()
+    seg = tmp_path / segments(tmp_path)[-1]
+    assert seg.stat().st_size == 1 << 20, "reserved at creation"
+    data_end = j.stats().bytes_on_disk
+    j._disk.close()                     # a crash: no clean close, the reserve stays
+    with caplog.at_level(logging.WARNING, logger="cluster.journal"):
+        j, rec = open_dir(tmp_path, segment_bytes=1 << 20)
+    assert [e.seq for e in rec.entries] == list(range(1, 11)) and rec.truncated is None
+    assert not caplog.records, "reserved space is not a torn tail"
+    assert seg.stat().st_size == data_end and rec.bytes_on_disk == data_end
+    j.append(entries(11, 12))
+    j.close()
+    _, rec = open_dir(tmp_path)
+    assert [e.seq for e in rec.entries] == list(range(1, 13)) and rec.truncated is None
+
+
+def test_a_rolled_segment_gives_its_reserve_back(tmp_path):
+    j, _ = open_dir(tmp_path, segment_bytes=600)
+    j.append(entries(1, 30))
+    j.sync()
+    names = segments(tmp_path)
+    assert len(names) > 2
+    for n in names[:-1]:
+        size = (tmp_path / n).stat().st_size
+        assert size < 600 + 200, f"{n}: {size} bytes, its reserve was not given back"
+        assert fmt.scan((tmp_path / n).read_bytes(), fmt.HEADER_SIZE).end == size
+    assert (tmp_path / names[-1]).stat().st_size == 600, "the current one keeps its reserve"
+    j.close()
