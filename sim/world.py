@@ -868,20 +868,23 @@ class World:
                 at = rc.log.last_seq
                 mark = f.params["mark"][step]
                 others = [o for o in self.names if o != m.name]
+                delays: tuple[tuple[str, int], ...] = ()
                 if mark == "end":
                     gate = lambda msg: type(msg) is not Batch or sender.end_seq is None or msg.seq <= sender.end_seq  # noqa: E731
                     for o in others:
                         self.net.gates[(m.name, o)] = gate
                 else:
                     # "slow": the others take the stream late, so that writes go on (committing
-                    # late) while the read runs, and the isolation loses what is on its way
-                    # and the transfer's chunks 10 ms late: a read of many round trips
-                    for o in others:
-                        self.net.add_delay(m.name, o, HANDOFF_CHUNK_US if o == joiner else int(f.params["slow_ms"][step] * 1000), (STREAM,))
+                    # late) while the read runs and the isolation loses what is on its way; the
+                    # joiner takes each chunk HANDOFF_CHUNK_US late: a read of many round trips
+                    slow = int(f.params["slow_ms"][step] * 1000)
+                    delays = tuple((o, HANDOFF_CHUNK_US if o == joiner else slow) for o in others)
+                    for o, us in delays:
+                        self.net.add_delay(m.name, o, us, (STREAM,))
                 self.reach["handoff_gates"] += 1
                 self._nemesis(m.name, "handoff_gate", {"joiner": joiner, "mark": mark, "at_seq": at,
                                                        "slow_ms": f.params["slow_ms"][step]})
-                gated = (m.name, at, joiner)
+                gated = (m.name, at, delays)
                 self._check_health()
         else:
             master, at, _ = gated
@@ -922,14 +925,11 @@ class World:
         self._handoff_next(f, step)
 
     def _handoff_ungate(self, f: Fault, step: int, gated: tuple) -> None:
-        master, _, joiner = gated
-        if f.params["mark"][step] == "end":
-            for o in self.names:
-                self.net.gates.pop((master, o), None)
-        else:
-            for o in self.names:
-                if o != master:
-                    self.net.add_delay(master, o, -(HANDOFF_CHUNK_US if o == joiner else int(f.params["slow_ms"][step] * 1000)), (STREAM,))
+        master, _, delays = gated
+        for o in self.names:
+            self.net.gates.pop((master, o), None)
+        for o, us in delays:
+            self.net.add_delay(master, o, -us, (STREAM,))
         self._check_health()
 
     def _handoff_next(self, f: Fault, step: int) -> None:

@@ -119,7 +119,8 @@ class Survey:
     def bytes_kept(self) -> int:
         gone = set(self.garbage)
         total = sum(f.size for f in self.files if f.name not in gone)
-        unused = sum(f.size - end for f in self.files for name, end in self.reserved if f.name == name)
+        reserved = dict(self.reserved)
+        unused = sum(f.size - reserved[f.name] for f in self.files if f.name in reserved)
         return total - unused - (self.tail_cut.dropped_bytes if self.tail_cut else 0)
 
 

@@ -233,16 +233,22 @@ def test_a_large_state_moves_in_bounded_steps():
     assert_same_state(s.finish_join(), s.run.master)
 
 
-def test_the_tail_is_kept_for_the_transfer_however_small_the_log():
-    """The log is bounded in bytes, and a transfer's tail may grow past that bound while a large
-    state is read: the transfer pins it, so it finishes in one pass instead of beginning again
-    (for ever, under a steady write load) each time the log drops the tail's start."""
-    s = Setup(4, 4)
-    s.log = ReplicationLog(limit_bytes=2_000)
+def _large_state_on_a_small_log(seed: int, **log_bounds) -> tuple[Setup, tuple]:
+    """3,000 messages on a master whose log holds ~2 KB: a transfer of many chunks, started."""
+    s = Setup(seed, 4)
+    s.log = ReplicationLog(**log_bounds)
     entries = tuple(SendMessageBatchEntry(str(i), "x" * 50) for i in range(10))
     for _ in range(300):
         s.run.execute(SendMessageBatch(STD, entries))
     s.start()
+    return s, entries
+
+
+def test_the_tail_is_kept_for_the_transfer_however_small_the_log():
+    """The log is bounded in bytes, and a transfer's tail may grow past that bound while a large
+    state is read: the transfer pins it, so it finishes in one pass instead of beginning again
+    (for ever, under a steady write load) each time the log drops the tail's start."""
+    s, entries = _large_state_on_a_small_log(4, limit_bytes=2_000)
     first_pass = s.sender.transfer_id
     writes = 0
     while s.done is None:
@@ -262,12 +268,7 @@ def test_the_tail_is_kept_for_the_transfer_however_small_the_log():
 def test_a_tail_that_outgrows_the_pins_bound_makes_the_transfer_begin_again_and_still_end_exact():
     """The pin is bounded: a transfer that falls too far behind (a stalled joiner, a write storm)
     lets the log drop its tail's start and begins a new pass, which must end as exact as one."""
-    s = Setup(5, 4)
-    s.log = ReplicationLog(limit_bytes=2_000, pinned_limit_bytes=6_000)
-    entries = tuple(SendMessageBatchEntry(str(i), "x" * 50) for i in range(10))
-    for _ in range(300):
-        s.run.execute(SendMessageBatch(STD, entries))
-    s.start()
+    s, entries = _large_state_on_a_small_log(5, limit_bytes=2_000, pinned_limit_bytes=6_000)
     first_pass = s.sender.transfer_id
     storm = 0
     while s.sender.transfer_id == first_pass:
