@@ -350,6 +350,8 @@ class SimNode:
         self._act(self.core.frame(sender, frame, self.world.now_s))
         if self.world.race_arm is not None:
             self.world.race_check(self, "stream")
+        if self.world.wiped_wait is not None:
+            self.world.wiped_check(self, sender, frame)   # the `wiped` rare path isolates the master then
 
     def _on_request(self, req: "Request") -> None:
         now_s = self.world.now_s

@@ -118,8 +118,17 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   the master is isolated ``settle_ms`` later, for ``hold_s`` (what is on its way is lost). The next
 #   master syncs the joiner with members level at the mark: a joiner that holds effects its log
 #   lacks diverges from them for good (World._handoff_*).
+# * "wiped": a master lost while members restarted without their data count for nothing yet.
+#   The master's stream to all but ``nodes // 2`` replicas (the keepers) is cut for ``lead_s``
+#   (Raft up: it keeps office, and under `majority` commits on the keepers alone), then every
+#   keeper crashes and restarts ``down_s`` later with its memory and data-dir lost (amnesiac),
+#   its stream from the master slowed by ``slow_ms``. In the instant the master has positioned
+#   the last of them (its SyncRequest naming its log end arrived), ``settle_ms`` later, the
+#   master is isolated for ``hold_s``: what it committed on the keepers since the cut is on
+#   its disk alone, and the next master's sync must not count the keepers, which have not caught
+#   up, towards its majority (sync.py; World._wiped_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
-                    "deaf": 0.3, "race": 0.3, "handoff": 0.3}
+                    "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -284,11 +293,11 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
-    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff")}
+    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
-    lr, ar, fr, dr, qr, hr = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff"))
+    lr, ar, fr, dr, qr, hr, wr = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped"))
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
@@ -296,7 +305,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     window = fault_end - fault_start
     plays = tuple(k for k in plays if faults and window > 2.0 and (
         k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW,
-                                  "handoff": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+                                  "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
@@ -312,6 +321,8 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             log_limit_bytes = min(log_limit_bytes, 8 * 1024)   # a replica down for a second falls behind it
             # a transfer of many round trips, during which the master goes on writing
             chunk_records, transfer_window = hr.choice((1, 2)), 1
+        if "wiped" in plays:
+            schedule.append(_wiped(wr, fault_start, fault_end))
         if "race" in plays:
             if not jextra or jextra.get("fsync") != "always":
                 lo = qr.choice((0.2, 0.5, 1.0))
@@ -429,6 +440,27 @@ def _handoff(rng: random.Random, lo: float, hi: float) -> Fault:
     return Fault(at, "handoff", round(length, 3), "master",
                  {"down_s": downs, "mark": marks, "slow_ms": slow, "settle_ms": settle, "hold_s": holds, "gap_s": gaps,
                   "wait_s": 4.0, "pick": rng.random()})
+
+
+def _wiped(rng: random.Random, lo: float, hi: float) -> Fault:
+    """A master lost while the members it positioned after their data was lost have not caught
+    up (see RARE_PROBABILITY): ``steps`` of them, ``gap_s`` apart; in each the master's stream to
+    all but the keepers (picked by the world) is cut for ``lead_s``, the keepers are down for
+    ``down_s`` and come back wiped, and once the master has positioned them all it is isolated
+    ``settle_ms`` later for ``hold_s``; a step gives up after ``wait_s`` without that."""
+    steps = rng.choice((1, 2))
+    leads = [round(rng.uniform(0.5, 2.0), 3) for _ in range(steps)]
+    downs = [round(rng.uniform(0.3, 1.5), 3) for _ in range(steps)]
+    # the keepers' catch-up is slowed by this much a hop: the isolation comes before it
+    slow = [rng.choice((20, 100, 300)) for _ in range(steps)]
+    settle = [rng.choice((0, 0, 2, 10)) for _ in range(steps)]
+    holds = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps)]
+    gaps = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps - 1)]
+    length = sum(leads) + sum(downs) + sum(holds) + sum(gaps) + steps * 1.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "wiped", round(length, 3), "master",
+                 {"lead_s": leads, "down_s": downs, "slow_ms": slow, "settle_ms": settle, "hold_s": holds,
+                  "gap_s": gaps, "wait_s": 3.0, "pick": rng.random()})
 
 
 def _deaf(rng: random.Random, lo: float, hi: float, n: int) -> Fault:

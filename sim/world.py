@@ -33,7 +33,7 @@ from cluster.config import Timing
 from cluster.node_core import POLICY_TAG
 from cluster.replication.core import REPLICA
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Batch
+from cluster.replication.messages import AckPolicy, Batch, SyncRequest
 
 from cluster.journal.journal import JournalDamaged
 
@@ -165,10 +165,11 @@ class World:
                       "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0, "lease_votes": 0,
                       "fork_steps": 0, "fork_older_longer": 0, "deaf_heals": 0,
                       "race_cuts": 0, "race_timed_out": 0, "handoff_gates": 0, "handoff_isolations": 0,
-                      "handoff_tails": 0}
+                      "handoff_tails": 0, "wiped_crashes": 0, "wiped_isolations": 0, "wiped_at_risk": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
+        self.wiped_wait: tuple | None = None     # a wiped step waiting for its keepers' positioning
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
         self.leader_contact: dict[str, tuple[int, str]] = {}
@@ -620,6 +621,9 @@ class World:
         elif kind == "handoff":
             self._handoff_step(f, 0, 0)
             return
+        elif kind == "wiped":
+            self._wiped_step(f, 0, 0)
+            return
         self._check_health()
 
     # --- quick successive failovers (scenario._chain) -------------------------------------------
@@ -935,6 +939,157 @@ class World:
     def _handoff_next(self, f: Fault, step: int) -> None:
         if step + 1 < len(f.params["down_s"]) and not self.healed:
             self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._handoff_step, f, step + 1, 0)
+
+    # --- a master lost before the members it positioned after a wipe caught up (scenario._wiped) ---
+
+    def _wiped_may_crash(self, keepers: list[str]) -> bool:
+        """Every keeper may crash, all of them together: under crash policy ``any``, fewer than
+        (n-1)/2 nodes down or catching up once they are down (a restarted node that serves as
+        the master is not catching up, though ``_may_crash`` keeps it in ``recovering``)."""
+        if not all(self._may_crash(k) for k in keepers) and self.sc.crash_policy != "any":
+            return False
+        if any(k in self.down or k in self.paused for k in keepers):
+            return False
+        m = self.master()
+        lost = {n for n in self.down | set(self.recovering) if m is None or n != m.name} | set(keepers)
+        return len(lost) <= (len(self.names) - 1) // 2
+
+    def _wiped_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: cut the master of the moment's stream to every replica but the keepers
+        (``nodes // 2`` of them: with the master, a majority), both ways, for the step's lead;
+        Raft stays up, so it keeps office and commits on the keepers alone."""
+        if self.healed:
+            return
+        m = self.master()
+        keepers: list[str] | None = None
+        if m is not None:
+            rng = random.Random(f"{f.params['pick']}:{step}")
+            keepers = sorted(rng.sample([o for o in self.names if o != m.name], len(self.names) // 2))
+        if m is None or keepers is None or not self._wiped_may_crash(keepers):
+            if tries < 30:
+                self.at(self.now + 100_000, self._wiped_step, f, step, tries + 1)
+            else:
+                self._wiped_next(f, step)
+            return
+        self._last_fault_at = self.now
+        others = [o for o in self.names if o != m.name and o not in keepers]
+        stream = [(m.name, o) for o in others] + [(o, m.name) for o in others]
+        for a, b in stream:
+            self.net.cut_stream(a, b)
+        self._nemesis(m.name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"][step],
+                                             "keepers": keepers, "wiped_step": step})
+        self._check_health()
+        self.at(self.now + int(f.params["lead_s"][step] * 1e6), self._wiped_crash, f, step, m.name, keepers, stream)
+
+    def _wiped_crash(self, f: Fault, step: int, master: str, keepers: list[str],
+                     stream: list[tuple[str, str]]) -> None:
+        """Crash every keeper; each loses its data-dir too (a member restarted without its data
+        is amnesiac under every fsync policy: cluster/node_core.py restarts_amnesiac)."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None or m.name != master or not self._wiped_may_crash(keepers):
+            for a, b in stream:
+                self.net.restore_stream(a, b)
+            self._check_health()
+            self._wiped_next(f, step)
+            return
+        self._last_fault_at = self.now
+        acked = max(self.nodes[k].acked for k in keepers)   # what the keepers held for the master
+        gens = []
+        for k in keepers:
+            self._kill(k, "wiped")
+            if self.journal is not None:
+                # a new, empty data-dir: nothing to recover, so no durability promise to judge
+                self.data[k] = SimDisk(f"{DISK_WHERE}/{k}")
+                self.went_down.pop(k, None)
+                self.promised.pop(k, None)
+            gens.append(self._down_gen[k])
+        self.reach["wiped_crashes"] += 1
+        self._check_health()
+        self.at(self.now + int(f.params["down_s"][step] * 1e6), self._wiped_rejoin, f, step, master, keepers,
+                stream, gens, acked)
+
+    def _wiped_rejoin(self, f: Fault, step: int, master: str, keepers: list[str], stream: list[tuple[str, str]],
+                      gens: list[int], acked: int) -> None:
+        """Restart the keepers, their stream from the master slowed by ``slow_ms`` (their catch-up
+        takes round trips of that), and wait (``wiped_check``) for the master to position them."""
+        if self.healed:
+            return
+        for k, gen in zip(keepers, gens):
+            self._restart(k, gen)
+        us = int(f.params["slow_ms"][step] * 1000)
+        for k in keepers:
+            self.net.add_delay(master, k, us, (STREAM,))
+        self._nemesis(master, "slow", {"links": [[master, k, us // 1000] for k in keepers], "plane": "stream",
+                                       "wiped_step": step})
+        wait = (f, step, master, keepers, stream, us, acked, set())
+        self.wiped_wait = wait
+        self._check_health()
+        self.at(self.now + int(f.params["wait_s"] * 1e6), self._wiped_give_up, wait)
+
+    def wiped_check(self, node: SimNode, sender: str, frame: Any) -> None:
+        """sim/node.py, after ``node`` handled a stream frame while a wiped step waits: the
+        serving master's SyncRequest naming its log end (``serving_seq``) positions a keeper;
+        once it positioned every keeper, ``settle_ms`` later, the master is isolated."""
+        wait = self.wiped_wait
+        if wait is None or self.healed or type(frame) is not SyncRequest:
+            return
+        f, step, master, keepers, *_, positioned = wait
+        if sender != master or node.name not in keepers or frame.serving_seq <= 0:
+            return
+        m = self.master()
+        if m is None or m.name != master:
+            return
+        positioned.add(node.name)
+        if len(positioned) == len(keepers):
+            self.wiped_wait = None
+            self.at(self.now + int(f.params["settle_ms"][step] * 1000), self._wiped_isolate, wait)
+
+    def _wiped_isolate(self, wait: tuple) -> None:
+        f, step, master, keepers, stream, us, acked, _ = wait
+        if self.healed:
+            return
+        self._last_fault_at = self.now
+        links = [(master, o) for o in self.names if o != master] + [(o, master) for o in self.names if o != master]
+        for a, b in links:
+            self.net.cut(a, b)
+        # at risk: the keepers had acked entries no other member holds (the master's alone now)
+        held = max((x.core.replication.log.last_seq for n, x in self.nodes.items()
+                    if x.alive and n != master and n not in keepers), default=0)
+        at_risk = acked > held
+        self.reach["wiped_isolations"] += 1
+        self.reach["wiped_at_risk"] += at_risk
+        self._nemesis(master, "isolate", {"links": [list(x) for x in links], "wiped_step": step,
+                                          "acked": acked, "held": held})
+        self._wiped_restore(wait)     # after the cut: what the slowed links carried is lost
+        self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._wiped_heal, f, step, links)
+
+    def _wiped_restore(self, wait: tuple) -> None:
+        _, _, master, keepers, stream, us, _, _ = wait
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        for k in keepers:
+            self.net.add_delay(master, k, -us, (STREAM,))
+        self._check_health()
+
+    def _wiped_give_up(self, wait: tuple) -> None:
+        if self.wiped_wait is not wait or self.healed:
+            return
+        self.wiped_wait = None
+        self._wiped_restore(wait)
+        self._wiped_next(wait[0], wait[1])
+
+    def _wiped_heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        self._restore_links(links, "wiped", None)
+        self._check_health()
+        self._wiped_next(f, step)
+
+    def _wiped_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["lead_s"]) and not self.healed:
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._wiped_step, f, step + 1, 0)
 
     # --- power cuts timed on the journal (scenario "race") --------------------------------------
 

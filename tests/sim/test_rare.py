@@ -178,3 +178,38 @@ def test_a_joiner_whose_position_misses_the_transfers_tail_is_found_by_the_hando
     monkeypatch.setattr(TransferSender, "_tail_chunk", at_read_start)
     r = _handoff(57)
     assert any("divergence" in f for f in r.failures), r.failures
+
+
+def _wiped(seed: int):
+    return simulate(generate(seed, nodes=None, policy=None, crash_policy="any", duration=30.0, rare=("wiped",)))
+
+
+def test_a_master_lost_before_wiped_members_caught_up_loses_nothing():
+    # 3 nodes, `majority`: the second step's keeper restarts wiped, and the master is isolated
+    # in the instant it positioned it, holding 22 committed entries no other member has
+    r = _wiped(9)
+    assert r.scenario.policy == "majority"
+    assert r.ok, r.failures
+    assert r.stats["wiped_isolations"] >= 1 and r.stats["wiped_at_risk"] >= 1, r.stats
+
+
+def test_members_counted_again_as_soon_as_positioned_are_found_by_the_wiped_path(monkeypatch):
+    # sim/mutants.py amnesiac-caught-up-at-once: a member restarted empty counts in sync quorums
+    # as soon as a serving master positions it, before it holds what the master logged; the
+    # next master's sync then leans on it and drops what the keepers had acknowledged
+    from cluster.replication.core import ReplicationCore
+    from cluster.replication.messages import SyncRequest
+
+    plain = ReplicationCore.on_frame
+
+    def at_once(self, sender, frame, now_ms):
+        out = plain(self, sender, frame, now_ms)
+        a = self.replica_core
+        if type(frame) is SyncRequest and self.amnesiac and frame.serving_seq >= 0 and a is not None \
+                and a.master == sender and a.epoch == frame.epoch:
+            out = out + self._caught_up(f"{sender} positioned us")
+        return out
+
+    monkeypatch.setattr(ReplicationCore, "on_frame", at_once)
+    r = _wiped(9)
+    assert any(f.startswith("lost: ") for f in r.failures), r.failures
