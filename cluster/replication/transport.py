@@ -106,11 +106,12 @@ class _RateLimitedLog:
 
 
 FrameHandler = Callable[[str, Any], None]
+DrainedHandler = Callable[[], None]
 
 
 class StreamTransport:
     def __init__(self, config: ClusterConfig, self_name: str, *, on_frame: FrameHandler,
-                 timing: TransportTiming | None = None,
+                 on_drained: DrainedHandler | None = None, timing: TransportTiming | None = None,
                  bind: Address | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.self_name = self_name
         self.timing = timing or TransportTiming.from_timing(config.timing)
@@ -119,6 +120,8 @@ class StreamTransport:
         if self._bind is None:
             raise ValueError(f"node {self_name} has no stream address to bind")
         self._on_frame = on_frame
+        self._on_drained = on_drained
+        self.draining = False       # frames are being handed to on_frame; on_drained follows
         self._clock = clock
         self.codec = WireCodec(config.name, config.secret, self_name, max_frame=self.timing.max_frame)
         self.peers: dict[str, _Peer] = {}
@@ -269,9 +272,24 @@ class StreamTransport:
                         reason, who, detail)
 
     def _readable(self) -> None:
-        router = self._router
-        if router is None:
+        """Hand what arrived to ``on_frame``, then call ``on_drained`` once: a node answers
+        (acks, the next batch) in this turn of the loop, for every frame of the drain at once."""
+        if self._router is None:
             return
+        self.draining = True
+        try:
+            self._drain()
+        finally:
+            self.draining = False
+            if self._on_drained is not None:
+                try:
+                    self._on_drained()
+                except Exception:
+                    log.exception("stream: handling the end of a drain failed")
+
+    def _drain(self) -> None:
+        router = self._router
+        assert router is not None
         clock = self._clock
         until = clock() + self.timing.rx_budget_s
         for _ in range(self.timing.rx_budget):

@@ -14,6 +14,7 @@ from storage.commands import SendMessageBatchEntry as Entry
 from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
 from cluster.node_core import POLICY_TAG, ForwardTo, Local, Refuse
 from cluster.replicated import ReplicatedStorage
+from cluster.replication.messages import Ack
 
 from tests.cluster.scripted_raft import NAMES, LinkAddrs, Nodes, eventually, run
 from tests.storage.workload import assert_same_state
@@ -271,5 +272,42 @@ async def test_a_client_callback_that_raises_does_not_stall_the_others():
         futs = [execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")) for i in range(20)]
         await asyncio.wait_for(asyncio.gather(*futs), 5)
         await converged(c, "n1", "n2", "n3")
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_replica_acks_in_the_loop_turn_that_delivered_the_batch():
+    # The ack leaves when the drain that delivered the batch ends, not from a flush a loop turn
+    # later: that turn per batch was a measurable share of a replica's CPU (issue 18).
+    c = Nodes()
+    await c.start()
+    try:
+        await serving(c, "n1")
+        await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+        replica = c["n2"]
+        sent = replica.stream.send
+        acks: list[bool] = []    # for each ack: was it sent at the end of a drain?
+        in_drained = False
+        drained = replica._drained
+
+        def watch_drained() -> None:
+            nonlocal in_drained
+            in_drained = True
+            try:
+                drained()
+            finally:
+                in_drained = False
+
+        def watch_send(to: str, frame: Any) -> bool:
+            if type(frame) is Ack:
+                acks.append(in_drained)
+            return sent(to, frame)
+        replica.stream._on_drained = watch_drained
+        replica.stream.send = watch_send     # type: ignore[method-assign]
+        for i in range(20):
+            await asyncio.wait_for(execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")), 5)
+        assert acks, "the replica acked"
+        assert all(acks), f"{acks.count(False)} of {len(acks)} acks waited for a later loop turn"
     finally:
         await c.stop()

@@ -228,3 +228,45 @@ async def test_a_burst_beyond_one_wake_ups_budget_is_received_whole_and_in_order
     finally:
         await a.close()
         await b.close()
+
+
+@run
+async def test_the_end_of_each_drain_is_reported_once_after_its_frames():
+    # on_drained is where a node sends what the drained frames released (acks, the next batch),
+    # in the same turn of the loop: it must come after every frame of the drain, once, and
+    # outside the drain (``draining`` False), also when a drain ends on the budget.
+    events: list[tuple[str, Any]] = []
+    timing = TransportTiming(heartbeat=0.04, dead_after=0.3, reconnect=0.02, reconnect_max=0.1, log_every=0.0,
+                             rx_budget=7)
+    a = StreamTransport(config(), "n1", on_frame=lambda s, f: None, timing=timing, bind=LOCAL)
+    b: StreamTransport
+
+    def on_frame(sender: str, frame: Any) -> None:
+        events.append(("frame" if b.draining else "frame outside a drain", frame))
+
+    def on_drained() -> None:
+        events.append(("drained" if not b.draining else "drained inside a drain", None))
+
+    b = StreamTransport(config(), "n2", on_frame=on_frame, on_drained=on_drained, timing=timing, bind=LOCAL)
+    bound = {"n1": await a.start(), "n2": await b.start()}
+    try:
+        a.update_config(config(bound))
+        b.update_config(config(bound))
+        while not any(k == "frame" for k, _ in events):
+            a.send("n2", Heartbeat(1, True))
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
+        events.clear()
+        for i in range(30):   # all queued before the receiver's loop gets a turn
+            assert a.send("n2", Batch(1, i + 1, 1, b"x"))
+        await eventually(lambda: sum(type(f) is Batch for _, f in events) == 30, what="all 30 batches")
+        await asyncio.sleep(0.05)
+        kinds = [k for k, _ in events]
+        assert set(kinds) <= {"frame", "drained"}, kinds
+        assert kinds[-1] == "drained", "the last frame's drain was reported"
+        runs = "".join("f" if k == "frame" else "d" for k in kinds).split("d")[:-1]
+        assert all(len(r) <= 7 for r in runs), f"a drain within the budget before each report: {runs}"
+        assert sum(1 for r in runs if r) >= 30 // 7, runs
+    finally:
+        await a.close()
+        await b.close()
