@@ -110,7 +110,8 @@ class ReplicatedStorage:
             incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, log=rlog)
         self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame,
                                       on_drained=self._drained)
-        self._flush_after_drain = False
+        self._flush_at_end = False
+        self._in_persisted = False
         self.forwarding = ForwardCounts()
         self.last_raft_stats: RaftStats | None = None
         self._serve_forwarded: Callable[[Any, Callable[[Any], None]], None] | None = None
@@ -276,7 +277,13 @@ class ReplicatedStorage:
         self._act(self.core.frame(sender, frame, self._now()))
 
     def _persisted(self, token: int) -> None:
-        self._act(self.core.persisted(token, self._now()))
+        # acks the journal held back leave now, as a drain's do (``_drained``)
+        self._in_persisted = True
+        try:
+            self._act(self.core.persisted(token, self._now()))
+        finally:
+            self._in_persisted = False
+        self._drained()
 
     def _journal_failed(self, reason: str) -> None:
         self._act(self.core.journal_failed(reason, self._now()))
@@ -290,8 +297,8 @@ class ReplicatedStorage:
         self._act(self.core.flush(self._now()))
 
     def _drained(self) -> None:
-        if self._flush_after_drain:
-            self._flush_after_drain = False
+        if self._flush_at_end:
+            self._flush_at_end = False
             self._flush()
 
     async def _ticker(self) -> None:
@@ -323,9 +330,10 @@ class ReplicatedStorage:
         elif t is FlushDue:
             # The end of this turn. While frames are being drained it comes when the drain
             # ends, so the acks and the batch they release leave in this turn, not a turn later
-            # (a loop turn per batch was a measurable share of a replica's CPU).
-            if self.stream.draining:
-                self._flush_after_drain = True
+            # (a loop turn per batch was a measurable share of a replica's CPU); the same at the
+            # end of a journal's durability report.
+            if self.stream.draining or self._in_persisted:
+                self._flush_at_end = True
             else:
                 self._loop.call_soon(self._flush)
         elif t is Record:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 from typing import Any, Awaitable, Callable
 
 from storage import ManualClock
 
-from cluster.config import Address, ClusterConfig, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
+from cluster.config import Address, ClusterConfig, Durability, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
 from cluster.election import FOLLOWER, LEADER
 from cluster.membership import ProposeView, RaftSample
 from cluster.replicated import ReplicatedStorage
@@ -79,12 +80,15 @@ class ScriptedRaft:
 
 
 class Nodes:
-    def __init__(self, policy: str = "majority") -> None:
+    """``data_root``: each node journals in its own data-dir under it (fsync ``always``)."""
+
+    def __init__(self, policy: str = "majority", data_root: str | None = None) -> None:
         self.policy = policy
         self.rafts: dict[str, ScriptedRaft] = {}
         self.nodes: dict[str, ReplicatedStorage] = {}
         for n in NAMES:
-            cfg = NodeConfig(n, cluster_config(policy=policy))
+            durability = Durability(os.path.join(data_root, n)) if data_root is not None else None
+            cfg = NodeConfig(n, cluster_config(policy=policy), durability=durability)
             self.nodes[n] = ReplicatedStorage(cfg, ManualClock(0), tick=0.02,
                                               raft=lambda c, e: self._raft(c, e))
         self.bound: dict[str, Address] = {}

@@ -6,6 +6,7 @@ serving only after its sync, and per-queue policies from tags."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from typing import Any
 
 from storage.commands import CreateQueue, Namespace, SendMessage, SendMessageBatch, TagQueue
@@ -276,38 +277,64 @@ async def test_a_client_callback_that_raises_does_not_stall_the_others():
         await c.stop()
 
 
+def _acks_at_an_event_end(replica: ReplicatedStorage) -> list[bool]:
+    """For each ack ``replica`` sends from now on: was it sent at the end of the event (a drain
+    of stream frames, a journal's durability report) that released it?"""
+    acks: list[bool] = []
+    at_end = False
+    ended = replica._drained
+    sent = replica.stream.send
+
+    def watch_end() -> None:
+        nonlocal at_end
+        at_end = True
+        try:
+            ended()
+        finally:
+            at_end = False
+
+    def watch_send(to: str, frame: Any) -> bool:
+        if type(frame) is Ack:
+            acks.append(at_end)
+        return sent(to, frame)
+    replica.stream._on_drained = watch_end
+    replica._drained = watch_end          # type: ignore[method-assign]
+    replica.stream.send = watch_send      # type: ignore[method-assign]
+    return acks
+
+
 @run
 async def test_a_replica_acks_in_the_loop_turn_that_delivered_the_batch():
     # The ack leaves when the drain that delivered the batch ends, not from a flush a loop turn
     # later: that turn per batch was a measurable share of a replica's CPU (issue 18).
-    c = Nodes()
+    c = Nodes(policy="all")      # every batch waits for n2's ack
     await c.start()
     try:
         await serving(c, "n1")
         await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
-        replica = c["n2"]
-        sent = replica.stream.send
-        acks: list[bool] = []    # for each ack: was it sent at the end of a drain?
-        in_drained = False
-        drained = replica._drained
-
-        def watch_drained() -> None:
-            nonlocal in_drained
-            in_drained = True
-            try:
-                drained()
-            finally:
-                in_drained = False
-
-        def watch_send(to: str, frame: Any) -> bool:
-            if type(frame) is Ack:
-                acks.append(in_drained)
-            return sent(to, frame)
-        replica.stream._on_drained = watch_drained
-        replica.stream.send = watch_send     # type: ignore[method-assign]
+        acks = _acks_at_an_event_end(c["n2"])
         for i in range(20):
             await asyncio.wait_for(execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")), 5)
         assert acks, "the replica acked"
         assert all(acks), f"{acks.count(False)} of {len(acks)} acks waited for a later loop turn"
     finally:
         await c.stop()
+
+
+@run
+async def test_a_journaled_replica_acks_in_the_turn_its_journal_reported_durable():
+    # With fsync = always the ack waits for the journal; it leaves with the durability report.
+    with tempfile.TemporaryDirectory() as root:
+        c = Nodes(policy="all", data_root=root)
+        await c.start()
+        try:
+            await serving(c, "n1")
+            await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
+            acks = _acks_at_an_event_end(c["n2"])
+            for i in range(20):
+                await asyncio.wait_for(execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")), 5)
+            assert c["n2"].journal_stats()["fsyncs"] > 0, "the replica journals"
+            assert acks, "the replica acked"
+            assert all(acks), f"{acks.count(False)} of {len(acks)} acks waited for a later loop turn"
+        finally:
+            await c.stop()
