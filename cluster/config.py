@@ -190,6 +190,8 @@ class Replication:
     requests to the master's SQS endpoint (its ``http`` address); off, it refuses them with a
     retryable 503. The throttle bounds are the lag of a *reachable* replica beyond which the
     master answers producers with SQS's throttling error until the replica catches up.
+    ``gather_ms``: how long the master may wait for the clients an ack answered before it cuts
+    the next batch (cluster/replication/master.py; 0: never).
     """
 
     policy: str = "majority"
@@ -197,8 +199,11 @@ class Replication:
     throttle_lag_batches: int = 10_000
     throttle_lag_ms: int = 5_000
     log_limit_mb: int = 64
+    gather_ms: int = 2
 
     def __post_init__(self) -> None:
+        if not isinstance(self.gather_ms, int) or isinstance(self.gather_ms, bool) or self.gather_ms < 0:
+            raise ConfigError("replication gather-ms must be a whole number of milliseconds, 0 or more")
         if self.policy not in ACK_POLICIES:
             raise ConfigError(f"replication policy {self.policy!r} must be one of {', '.join(ACK_POLICIES)}")
         for name in ("throttle_lag_batches", "throttle_lag_ms", "log_limit_mb"):

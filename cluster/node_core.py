@@ -65,7 +65,7 @@ from cluster.replication.core import (
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.master import Limits
 from cluster.replication.messages import (
-    Ack, AckPolicy, Complete, Forward, ForwardReply, Rejected, Send, SnapshotAck, SnapshotChunk, Throttle,
+    Ack, AckPolicy, Complete, FlushAt, Forward, ForwardReply, Rejected, Send, SnapshotAck, SnapshotChunk, Throttle,
 )
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
@@ -204,7 +204,10 @@ class PersistReset:
 
 @dataclass(frozen=True, slots=True)
 class FlushDue:
-    """Call ``flush`` at the end of this turn of the loop."""
+    """Call ``flush`` at the end of this turn of the loop, or (``at``, this core's clock in
+    seconds) at that time."""
+
+    at: float | None = None
 
 
 Action = Union[Send, Answer, ForwardAnswered, ForwardFailed, ServeForwarded, ToRaft, ServingChanged,
@@ -674,6 +677,9 @@ class NodeCore:
                     entry = pending.pop(op, None)
                     if entry is not None and entry[0] is not _INTERNAL:
                         out.append(Answer(entry[0], entry[1], entry[3], entry[2]))
+            elif t is FlushAt:
+                # half a millisecond late: the flush reads its clock as whole milliseconds
+                out.append(FlushDue((a.at_ms + 0.5) / 1000))
             elif t is Throttle:
                 self._set_throttle(a.on, out, now)
             elif t is Abandoned:

@@ -91,7 +91,8 @@ class ReplicatedStorage:
         log_limit = rep.log_limit_mb * 1024 * 1024
         settings = CoreSettings(
             timing=config.timing, policy=AckPolicy(rep.policy), forward=rep.forward,
-            limits=Limits(throttle_lag_batches=rep.throttle_lag_batches, throttle_lag_ms=rep.throttle_lag_ms),
+            limits=Limits(throttle_lag_batches=rep.throttle_lag_batches, throttle_lag_ms=rep.throttle_lag_ms,
+                          gather_ms=rep.gather_ms),
             log_limit_bytes=log_limit, journal=durability is not None,
             snapshot_min_bytes=(durability.snapshot_min_mb if durability is not None else 64) * 1024 * 1024)
         new_storage = lambda: Storage(clock=clock, limits=limits)  # noqa: E731
@@ -327,6 +328,8 @@ class ReplicatedStorage:
             a.token(a.result, a.error)
             if a.changed and a.error is None and self.on_changed is not None:
                 self.on_changed()
+        elif t is FlushDue and a.at is not None:
+            self._loop.call_later(max(0.0, a.at - self._now()), self._flush)
         elif t is FlushDue:
             # The end of this turn. While frames are being drained it comes when the drain
             # ends, so the acks and the batch they release leave in this turn, not a turn later

@@ -188,6 +188,14 @@ class Complete:
 
 
 @dataclass(frozen=True, slots=True)
+class FlushAt:
+    """Call ``flush`` at ``at_ms`` (this node's clock) if nothing cut the staged operations
+    before: the end of a gather (``Limits.gather_ms``)."""
+
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class NeedsTransfer:
     """This replica is behind the start of the log: only a state transfer can catch it up."""
 
@@ -231,4 +239,4 @@ class Rejected:
     reason: str
 
 
-Action = Send | Complete | NeedsTransfer | Throttle | Rejected | TransferFrom | Synced
+Action = Send | Complete | FlushAt | NeedsTransfer | Throttle | Rejected | TransferFrom | Synced

@@ -93,10 +93,18 @@ def test_config_from_toml_file(tmp_path):
     ({"timing": {"leese": 1}}, "unknown"),
     ({"colour": 1}, "unknown"),
     ({"nodes": [{"name": "n1", "raft": "127.0.0.1:1"}, {"name": "n1", "raft": "127.0.0.1:2"}]}, "duplicate"),
+    ({"replication": {"gather-ms": -1}}, "gather-ms"),
+    ({"replication": {"gather-ms": 1.5}}, "gather-ms"),
 ])
 def test_config_errors(bad, match):
     with pytest.raises(ConfigError, match=match):
         NodeConfig.from_dict(_doc(**bad))
+
+
+def test_the_gather_is_on_by_default_and_can_be_set_or_turned_off():
+    assert NodeConfig.from_dict(_doc()).cluster.replication.gather_ms == 2
+    for ms in (0, 5):
+        assert NodeConfig.from_dict(_doc(replication={"gather-ms": ms})).cluster.replication.gather_ms == ms
 
 
 def test_address_parse_and_str():

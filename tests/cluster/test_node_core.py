@@ -24,6 +24,7 @@ from cluster.node_core import (
     MayStand, NodeCore, Refuse, ServeForwarded, ServingChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.replication.core import TransferSettings
+from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send
 
 NS = Namespace("us-east-1", "000000000000")
@@ -34,7 +35,8 @@ TIMING = Timing()
 class Cores:
     def __init__(self, names: tuple[str, ...] = NAMES, policy: AckPolicy = AckPolicy.MAJORITY,
                  forward: bool = True, bugs: frozenset[str] = frozenset(), log_limit_bytes: int = 64 << 20,
-                 chunk_records: int = 2_000, journal: bool = False, snapshot_min_bytes: int = 64 << 20) -> None:
+                 chunk_records: int = 2_000, journal: bool = False, snapshot_min_bytes: int = 64 << 20,
+                 limits: Limits = Limits()) -> None:
         self.clock = ManualClock(1_000_000)
         self.now = 100.0
         self.cores: dict[str, NodeCore] = {}
@@ -46,7 +48,7 @@ class Cores:
         for i, n in enumerate(names):
             settings = CoreSettings(timing=TIMING, policy=policy, forward=forward, log_limit_bytes=log_limit_bytes,
                                     transfer=TransferSettings(chunk_records=chunk_records, window=1),
-                                    journal=journal, snapshot_min_bytes=snapshot_min_bytes)
+                                    journal=journal, snapshot_min_bytes=snapshot_min_bytes, limits=limits)
             self.cores[n] = NodeCore(n, names, settings, Storage(self.clock, IdSource(i + 1)),
                                      lambda i=i: Storage(self.clock, IdSource(i + 100)), incarnation=i + 1,
                                      bugs=bugs)
@@ -484,3 +486,25 @@ def test_a_step_down_is_refused_unless_leading_and_to_another_member():
     assert c.cores["n2"].step_down(c.now) == [], "not the leader"
     assert c.cores["n1"].step_down(c.now, "n1") == [] and c.cores["n1"].step_down(c.now, "n9") == []
     assert [a for a in c.cores["n1"].step_down(c.now, "n2") if type(a) is ToRaft] == [ToRaft(TransferLeadership("n2"))]
+
+
+def test_a_gather_asks_the_runtime_for_a_flush_at_its_end():
+    # The replication core's FlushAt (a gather holding operations) becomes a FlushDue with a
+    # time: half a millisecond after the gather's last millisecond, so the flush reads it as over.
+    c = Cores(limits=Limits(gather_ms=2))
+    c.serving("n1")
+    c.execute("n1", CreateQueue(NS, "q"))
+    core = c.cores["n1"]
+    key = NS.key("q")
+    core.execute(object(), SendMessage(key, "a"), c.now)
+    core.execute(object(), SendMessage(key, "b"), c.now)
+    c.handle("n1", core.flush(c.now))      # one batch of two
+    c.run()                                # acked: both answered, a gather for two begins
+    cut = core.replication.log.last_seq
+    out = core.execute(object(), SendMessage(key, "c"), c.now)
+    assert FlushDue() in out
+    due = [a for a in core.flush(c.now) if type(a) is FlushDue]
+    assert due == [FlushDue((int(c.now * 1000) + 2 + 0.5) / 1000)], due
+    assert core.replication.log.last_seq == cut, "held: one staged of the two it waits for"
+    later = c.now + 0.0025
+    assert any(type(a) is Send for a in core.flush(later)), "cut at the time asked for"

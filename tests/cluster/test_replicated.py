@@ -13,7 +13,7 @@ from storage.commands import CreateQueue, Namespace, SendMessage, SendMessageBat
 from storage.commands import SendMessageBatchEntry as Entry
 
 from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
-from cluster.node_core import POLICY_TAG, ForwardTo, Local, Refuse
+from cluster.node_core import POLICY_TAG, FlushDue, ForwardTo, Local, Refuse
 from cluster.replicated import ReplicatedStorage
 from cluster.replication.messages import Ack
 
@@ -338,3 +338,22 @@ async def test_a_journaled_replica_acks_in_the_turn_its_journal_reported_durable
             assert all(acks), f"{acks.count(False)} of {len(acks)} acks waited for a later loop turn"
         finally:
             await c.stop()
+
+
+@run
+async def test_a_flush_asked_for_at_a_time_runs_then_and_not_before():
+    # A gather's end (cluster/replication/master.py) comes as FlushDue(at): a timer on the loop.
+    c = Nodes()
+    await c.start()
+    try:
+        node = c["n1"]
+        ran: list[float] = []
+        node._flush = lambda: ran.append(node._now())    # type: ignore[method-assign]
+        at = node._now() + 0.05
+        node._do(FlushDue(at))
+        await asyncio.sleep(0.02)
+        assert ran == [], "not before its time"
+        await eventually(lambda: bool(ran), what="the timed flush")
+        assert ran[0] >= at - 0.002 and len(ran) == 1
+    finally:
+        await c.stop()
