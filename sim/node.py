@@ -484,6 +484,8 @@ class _Writer:
         self.queue: list[Any] = []
         self.busy = False                 # an fsync is under way
         self.slow_us = 0                  # extra latency of every fsync: a slow disk (the "race" rare path)
+        self.hang = False                 # the next fsync hangs until release() (the "hung" rare path)
+        self.hung = False                 # an fsync hangs now
         self.woken = False                # a turn is coming
         self.sync_planned = False         # interval: an fsync is planned
         self.written: int | None = None   # the last token written
@@ -558,9 +560,21 @@ class _Writer:
     def _start_sync(self) -> None:
         self.busy = True
         w = self.node.world
+        if self.hang:
+            self.hang = False
+            self.hung = True
+            w.fsync_hung(self.node)
+            return
         took = self.rng.randint(*self.spec.fsync_us) + self.slow_us
         w.at(w.now + took, self.node._node_event, self._synced, ())
         w.fsync_started(took)
+
+    def release(self) -> None:
+        """A hung fsync returns now."""
+        if self.hung:
+            self.hung = False
+            w = self.node.world
+            w.at(w.now, self.node._node_event, self._synced, ())
 
     def _synced(self) -> None:
         self.busy = False

@@ -127,8 +127,17 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   master is isolated for ``hold_s``: what it committed on the keepers since the cut is on
 #   its disk alone, and the next master's sync must not count the keepers, which have not caught
 #   up, towards its majority (sync.py; World._wiped_*).
+# * "hung": an fsync hung across two master changes, under `fsync = always` (the seed gets a
+#   journal unless pinned without one or to another policy; not with "amnesia"). The
+#   master's stream is cut for ``lead_s`` (it writes a tail nobody takes), then its next fsync
+#   hangs and it is isolated; once the next master serves it is healed, and that master's
+#   transfer resets it (the reset waits behind the hung fsync); then that master is isolated
+#   for ``hold_s``, and once the hung node holds the ack of a batch from the master after that,
+#   the fsync returns and the power of every node is cut ``cut_after_us`` later: the node may
+#   have acked nothing past what its journal holds (sim/README.md, "Disks and the journal",
+#   durability; World._hung_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
-                    "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3}
+                    "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -293,11 +302,12 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
-    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped")}
+    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped", "hung")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
-    lr, ar, fr, dr, qr, hr, wr = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped"))
+    lr, ar, fr, dr, qr, hr, wr, ur = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped",
+                                                         "hung"))
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
@@ -305,9 +315,12 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     window = fault_end - fault_start
     plays = tuple(k for k in plays if faults and window > 2.0 and (
         k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW,
-                                  "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+                                  "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW,
+                                  "hung": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
+                                                      and "amnesia" not in plays))
+    plays = tuple(k for k in plays if k != "hung" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
     if plays:
         if "lease" in plays:
@@ -335,6 +348,13 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                                       {"race": qr.choice(("master", "master", "replica")), "wait_s": 3.0,
                                        "stagger_ms": qr.choice((1000, 3000)),
                                        "after_us": qr.choice((0, 500, 2000)), "slow_ms": qr.choice((5, 20))}))
+        if "hung" in plays:
+            if not jextra or jextra.get("fsync") != "always":
+                lo = ur.choice((0.2, 0.5, 1.0))
+                jextra = dict(journal=True, fsync="always", fsync_interval_ms=100, fsync_ms=(lo, lo * ur.choice((2.0, 5.0))),
+                              snapshot_min_bytes=ur.choice((4 * 1024, 64 * 1024 * 1024)),
+                              segment_bytes=ur.choice((8 * 1024, 64 * 1024 * 1024)))
+            schedule.append(_hung(ur, fault_start, fault_end))
         if "amnesia" in plays:
             lo = ar.choice((0.2, 0.5, 1.0))
             jextra = dict(journal=True, fsync=fsync or ar.choice(("interval", "never")),
@@ -461,6 +481,18 @@ def _wiped(rng: random.Random, lo: float, hi: float) -> Fault:
     return Fault(at, "wiped", round(length, 3), "master",
                  {"lead_s": leads, "down_s": downs, "slow_ms": slow, "settle_ms": settle, "hold_s": holds,
                   "gap_s": gaps, "wait_s": 3.0, "pick": rng.random()})
+
+
+def _hung(rng: random.Random, lo: float, hi: float) -> Fault:
+    """An fsync hung across two master changes (see RARE_PROBABILITY): one step; each of its
+    stages waits at most ``wait_s``."""
+    lead = round(rng.uniform(1.5, 3.5), 3)
+    length = lead + 8.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "hung", round(length, 3), "master",
+                 {"lead_s": lead, "hold_s": round(rng.uniform(1.0, 2.5), 3), "wait_s": 3.0,
+                  "slow_ms": rng.choice((5, 20)), "cut_after_us": rng.choice((1_000, 2_000)),
+                  "down_s": round(rng.uniform(0.3, 2.0), 3), "stagger_ms": rng.choice((0, 200, 1000))})
 
 
 def _deaf(rng: random.Random, lo: float, hi: float, n: int) -> Fault:

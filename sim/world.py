@@ -165,11 +165,13 @@ class World:
                       "transfers": 0, "transfers_log_moved": 0, "transfer_records_max": 0, "lease_votes": 0,
                       "fork_steps": 0, "fork_older_longer": 0, "deaf_heals": 0,
                       "race_cuts": 0, "race_timed_out": 0, "handoff_gates": 0, "handoff_isolations": 0,
-                      "handoff_tails": 0, "wiped_crashes": 0, "wiped_isolations": 0, "wiped_at_risk": 0}
+                      "handoff_tails": 0, "wiped_crashes": 0, "wiped_isolations": 0, "wiped_at_risk": 0,
+                      "hung_fsyncs": 0, "hung_resets": 0, "hung_tails": 0, "hung_releases": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
         self.wiped_wait: tuple | None = None     # a wiped step waiting for its keepers' positioning
+        self.hung_wait: tuple | None = None      # a hung step waiting for its master's next fsync
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
         self.leader_contact: dict[str, tuple[int, str]] = {}
@@ -623,6 +625,9 @@ class World:
             return
         elif kind == "wiped":
             self._wiped_step(f, 0, 0)
+            return
+        elif kind == "hung":
+            self._hung_step(f, 0)
             return
         self._check_health()
 
@@ -1091,6 +1096,137 @@ class World:
         if step + 1 < len(f.params["lead_s"]) and not self.healed:
             self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._wiped_step, f, step + 1, 0)
 
+    # --- an fsync hung across two master changes (scenario._hung) -------------------------------
+
+    def _hung_step(self, f: Fault, tries: int) -> None:
+        """Cut the master of the moment's stream (both ways, Raft up) for the lead: it writes a
+        tail no replica takes; then its next fsync hangs (``fsync_hung``)."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None or m.writer is None:
+            if tries < 30:
+                self.at(self.now + 100_000, self._hung_step, f, tries + 1)
+            return
+        self._last_fault_at = self.now
+        name = m.name
+        others = [o for o in self.names if o != name]
+        stream = [(name, o) for o in others] + [(o, name) for o in others]
+        for a, b in stream:
+            self.net.cut_stream(a, b)
+        self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"],
+                                           "hung": True})
+        self._check_health()
+        self.at(self.now + int(f.params["lead_s"] * 1e6), self._hung_arm, f, name, m.incarnation, stream)
+
+    def _hung_arm(self, f: Fault, name: str, inc: int, stream: list[tuple[str, str]]) -> None:
+        node = self.nodes.get(name)
+        if self.healed or node is None or not node.alive or node.incarnation != inc or node.writer is None:
+            if not self.healed:
+                for a, b in stream:
+                    self.net.restore_stream(a, b)
+            return
+        node.writer.hang = True
+        wait = (f, name, inc, stream)
+        self.hung_wait = wait
+        self.at(self.now + int(f.params["wait_s"] * 1e6), self._hung_unarmed, wait)
+
+    def _hung_unarmed(self, wait: tuple) -> None:
+        """No fsync began: give up."""
+        if self.hung_wait is not wait:
+            return
+        self.hung_wait = None
+        f, name, inc, stream = wait
+        node = self.nodes.get(name)
+        if node is not None and node.incarnation == inc and node.writer is not None:
+            node.writer.hang = False
+        if not self.healed:
+            for a, b in stream:
+                self.net.restore_stream(a, b)
+            self._check_health()
+
+    def fsync_hung(self, node: SimNode) -> None:
+        """sim/node.py: ``node``'s fsync hangs from now (its writer was told to). The node, whose
+        tail reached nobody, is isolated: the next master syncs without it."""
+        wait = self.hung_wait
+        if wait is None or node.name != wait[1] or node.incarnation != wait[2]:
+            node.writer.release()
+            return
+        self.hung_wait = None
+        f, name, inc, stream = wait
+        if self.healed:
+            node.writer.release()
+            return
+        self._last_fault_at = self.now
+        links = [(name, o) for o in self.names if o != name] + [(o, name) for o in self.names if o != name]
+        for a, b in links:
+            self.net.cut(a, b)
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        tail = node.writer.journal.last_seq       # the entries the hung fsync covers
+        self.reach["hung_fsyncs"] += 1
+        self._nemesis(name, "isolate", {"links": [list(x) for x in links], "hung_fsync_seq": tail})
+        self._check_health()
+        self.at(self.now + FORK_POLL_US, self._hung_watch, f, ("elect", name, inc, links, tail, None, None), 0)
+
+    def _hung_watch(self, f: Fault, state: tuple, polls: int) -> None:
+        """The hung node's way through two master changes, each stage within ``wait_s``:
+        "elect": once another master serves, heal the hung node (it is divergent: a transfer);
+        "reset": once it restored that master's transfer (its reset not yet durable behind the
+        hung fsync), isolate that master for ``hold_s``; "ack": once it holds an ack of a
+        batch past the transfer's position from the master after that (which positioned it
+        and streamed to it), the fsync returns, and ``cut_after_us`` later the power is cut.
+        A stage that does not come in time releases the fsync."""
+        stage, name, inc, links, tail, second, at = state
+        node = self.nodes.get(name)
+        if self.healed or node is None or not node.alive or node.incarnation != inc:
+            return
+        core = node.core
+        if polls * FORK_POLL_US > f.params["wait_s"] * 1e6:
+            self._hung_release(f, node, links if stage == "elect" else None, cut=False)
+            return
+        m = self.master()
+        if stage == "elect":
+            if m is not None and m.name != name:
+                self._restore_links(links, "hung", None)
+                self._check_health()
+                state, polls = ("reset", name, inc, None, tail, m.name, None), -1
+        elif stage == "reset":
+            taken = core.replication.last_transfer
+            if taken is not None and taken.get("direction") == "received" and taken.get("peer") == second \
+                    and core._resets_pending:
+                at = taken["at_seq"]
+                self.reach["hung_resets"] += 1
+                self.reach["hung_tails"] += tail > at
+                cut = [(second, o) for o in self.names if o != second] + [(o, second) for o in self.names if o != second]
+                for a, b in cut:
+                    self.net.cut(a, b)
+                self._nemesis(second, "isolate", {"links": [list(x) for x in cut], "hung_reset_seq": at,
+                                                  "hung_fsync_seq": tail})
+                self._check_health()
+                self.at(self.now + int(f.params["hold_s"] * 1e6), self._restore_links, cut, "hung", None)
+                state, polls = ("ack", name, inc, None, tail, second, at), -1
+        elif stage == "ack":
+            if core._resets_pending and any(a.seq > at for a in core._held_acks.values()):
+                self._hung_release(f, node, None, cut=True)
+                return
+        self.at(self.now + FORK_POLL_US, self._hung_watch, f, state, polls + 1)
+
+    def _hung_release(self, f: Fault, node: SimNode, links: list[tuple[str, str]] | None, cut: bool) -> None:
+        """The hung fsync returns (the fsyncs after it take ``slow_ms`` more); with ``cut``, the
+        power of every node is cut ``cut_after_us`` later, keeping nothing unsynced."""
+        if links is not None:
+            self._restore_links(links, "hung", None)
+        if cut:
+            node.writer.slow_us = int(f.params["slow_ms"] * 1000)
+        node.writer.release()
+        self._nemesis(node.name, "fsync_returns", {"cut": cut})
+        if cut:
+            self.reach["hung_releases"] += 1
+            power = Fault(0.0, "hung", f.params["down_s"], "", {"stagger_ms": f.params["stagger_ms"]})
+            self.at(self.now + f.params["cut_after_us"], self._power_cut_now, power)
+        self._check_health()
+
     # --- power cuts timed on the journal (scenario "race") --------------------------------------
 
     def race_check(self, node: SimNode, what: str) -> None:
@@ -1467,7 +1603,7 @@ class World:
         self._nemesis("", "power_cut", {"down_s": f.duration, "stagger_ms": f.params.get("stagger_ms", 0)})
         for name in self.names:
             disk = self.data.get(name)
-            what = disk.crash(self.rng_disk, POWER, keep_unsynced=f.kind != "race") if disk is not None \
+            what = disk.crash(self.rng_disk, POWER, keep_unsynced=f.kind not in ("race", "hung")) if disk is not None \
                 else "no data-dir"
             if name in self.down:
                 self.went_down[name] = POWER    # down already: its page cache is lost now

@@ -16,10 +16,11 @@ from sim.coverage import MIN_DIFFERED, format_table, rows, total
 from sim.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
-# short seeds that reach many points (19 with a differing alternative): a 3-node journaled one
+# short seeds that reach many points (18 with a differing alternative): a 3-node journaled one
 # under majority and a 5-node one under none; any change to the cores' timing may move a seed
-# off a point, and then other seeds are picked
-SEEDS = (8, 9)
+# off a point, and then other seeds are picked (8 left sync.divergent once it played the
+# `hung` rare path; 6 plays none)
+SEEDS = (6, 9)
 DURATION = 20.0
 
 
