@@ -593,7 +593,7 @@ class NodeCore:
                 self._held_snapshot_acks = [(t, send) for t, send in self._held_snapshot_acks if t != tok]
         if seq is None or self._resets_pending or self.replication.durable_seq is None:
             return out   # positions of a history a later reset replaced mean nothing now
-        self._replication(self.replication.persisted(seq), now, out)
+        self._replication(self.replication.persisted(seq, int(now * 1000)), now, out)
         for to, ack in list(self._held_acks.items()):
             if not self._acks and not self._flush_due:
                 self._flush_due = True

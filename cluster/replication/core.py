@@ -301,11 +301,11 @@ class ReplicationCore:
             return out
         return [Rejected(sender, f"{t.__name__} before any view")]
 
-    def persisted(self, seq: int) -> list[Any]:
+    def persisted(self, seq: int, now_ms: int) -> list[Any]:
         """The journal holds the log up to ``seq`` as durably as its policy promises."""
         self.durable_seq = seq
         if self.master_core is not None:
-            return self.master_core.durable(seq)
+            return self.master_core.durable(seq, now_ms)
         return []
 
     def _caught_up(self, how: str) -> list[Any]:

@@ -8,8 +8,8 @@ streamed to every connected replica at once; replicas ack cumulatively.
 Under load a batch waits for the one before it (``Limits.hold_ms``): while the newest batch is
 in flight (no replica has acked it yet) and younger than ``hold_ms``, a flush cuts nothing, and
 the first ack (or a flush after ``hold_ms``, or a tick) cuts everything staged meanwhile into one
-batch. An ack that completes operations then *gathers* (``Limits.gather_ms``): the clients it
-answered usually send again within a fraction of a millisecond, so the next batch is cut once as
+batch. An ack (or this master's own fsync) that completes operations then *gathers*
+(``Limits.gather_ms``): the clients it answered usually send again within a fraction of a millisecond, so the next batch is cut once as
 many operations are staged as it completed, or when ``gather_ms`` ran out (``FlushAt``).
 Without it 16 busy clients settle into two groups that alternate, each in a batch of its own;
 with it they share one (8.5 -> 14 operations per batch, a replica's CPU per send down a
@@ -388,10 +388,13 @@ class MasterReplicator:
             r.sent = entries[-1].seq
         return [Send(r.name, Batch(self.epoch, e.seq, e.written_epoch, e.mutations)) for e in entries]
 
-    def durable(self, seq: int) -> list[Action]:
+    def durable(self, seq: int, now_ms: int) -> list[Action]:
         """This master's journal made its log durable up to ``seq``."""
         self.local_durable = seq
-        return self._completions()
+        out = self._completions()
+        if out and self.limits.gather_ms > 0:
+            self._gather(out, now_ms)
+        return out
 
     def _committed(self, policy: AckPolicy) -> int:
         """The highest seq held by as many copies as ``policy`` requires: the master's own and

@@ -192,3 +192,21 @@ def test_no_gather_under_none_while_sending_a_transfer_or_with_gather_ms_zero():
     m.flush(0)
     m.submit(3, MUTATIONS)
     assert _batches(m.on_frame("n2", Ack(1, 1), 1)) == [("n2", 2), ("n3", 2)]
+
+
+def test_a_masters_own_fsync_that_completes_operations_gathers_too():
+    # With a journal the master's copy counts once its fsync is done: when that comes after
+    # the replicas' acks, it is the completion that answers the clients, and gathers.
+    m = _master(gather_ms=2)
+    m.local_durable = 0
+    for op in (1, 2):
+        m.submit(op, MUTATIONS)
+    m.flush(0)
+    assert _completed(m.on_frame("n2", Ack(1, 1), 5)) == [], "not on the master's disk yet"
+    out = m.durable(1, 6)
+    assert _completed(out) == [1, 2]
+    m.submit(3, MUTATIONS)
+    out = m.flush(6)
+    assert _batches(out) == [] and _flush_ats(out) == [8], "3 waits for one more"
+    m.submit(4, MUTATIONS)
+    assert _batches(m.flush(7)) == [("n2", 2), ("n3", 2)]
