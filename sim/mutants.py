@@ -235,7 +235,7 @@ SLOW: dict[str, int] = {
     "resend-rewrites-epoch": 216,
     # 29 until seed 29 drew the `hung` rare path (f314fe1)
     "receiver-takes-chunk-after-gap": 102,
-    # a `hung` seed (5 nodes, `majority`): two masters isolated in turn
+    # a `hung` seed (5 nodes, `majority`): a sync on a view of 3 of the 5 decides on 2 answers
     "sync-quorum-of-view": 245,
 }
 
