@@ -394,7 +394,9 @@ class SimNode:
                         hint = self.core.view.master
                     w.reply(op.asker, outcome, a.result if outcome == "ok" else None, error, hint=hint)
             elif t is FlushDue:
-                w.at(w.now, self._node_event, self._flush, ())
+                # at the end of this turn, or at the time asked for (a gather's end)
+                when = w.now if a.at is None else max(w.now, int(a.at * 1e6 + 0.999))
+                w.at(when, self._node_event, self._flush, ())
             elif t is ForwardAnswered:
                 outcome, result, error = a.payload
                 w.reply(a.token, outcome, result, error)

@@ -190,6 +190,7 @@ class Scenario:
     snapshot_step: tuple[int, int] = (1024 * 1024, 256)
     segment_bytes: int = 64 * 1024 * 1024        # a journal segment's size before a new one
     transfer_window: int = 8         # snapshot chunks in flight (TransferSettings.window)
+    gather_ms: int = 0               # the master's gather after an ack (Limits.gather_ms)
     rare: tuple[str, ...] = ()       # the rare paths this seed plays (RARE_PROBABILITY)
 
     def names(self) -> list[str]:
@@ -297,6 +298,9 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                                       {"stagger_ms": jr.choice((0, 200, 1000, 3000)),
                                        "busy": jr.random() < 0.6}))
             schedule.sort(key=lambda f: f.at)
+    # The master's gather ([replication] gather-ms: 2 ships), in half the seeds, from a generator
+    # of its own: the other half batches as without it.
+    gather_ms = 2 if random.Random(f"gather:{seed}").random() < 0.5 else 0
     # The rare paths, from a generator of their own (as the journal's).
     rr = random.Random(f"rare:{seed}")
     drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
@@ -406,7 +410,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
         base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
         bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward,
         throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches, queue_policy=queue_policy,
-        transfer_window=transfer_window, rare=plays, **jextra)
+        transfer_window=transfer_window, gather_ms=gather_ms, rare=plays, **jextra)
 
 
 def _chain(rng: random.Random, kind: str, lo: float, hi: float, n: int, policy: str) -> Fault:

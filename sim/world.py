@@ -277,7 +277,7 @@ class World:
             node = SimNode(self, name, self.names, inc * 1000 + self.names.index(name),
                            policy=self.policy, forward=self.sc.forward, timing=self.timing,
                            limits=Limits(throttle_lag_batches=self.sc.throttle_lag_batches,
-                                         throttle_lag_ms=self.sc.throttle_lag_ms),
+                                         throttle_lag_ms=self.sc.throttle_lag_ms, gather_ms=self.sc.gather_ms),
                            log_limit_bytes=self.sc.log_limit_bytes,
                            chunk_records=self.sc.chunk_records, transfer_window=self.sc.transfer_window,
                            bugs=self.bugs,

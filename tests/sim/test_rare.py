@@ -119,7 +119,7 @@ def test_state_that_diverged_at_a_quiescent_point_fails_the_run(monkeypatch):
 
 def test_a_fork_makes_an_older_epoch_hold_the_longer_log_under_majority():
     # the sync's ordering of (epoch, seq) decides (sim/mutants.py sync-orders-by-seq)
-    r = simulate(generate(0, duration=30.0, policy="majority", rare=("fork",), journal=False))
+    r = simulate(generate(4, duration=30.0, policy="majority", rare=("fork",), journal=False))
     assert r.ok, r.failures
     assert r.stats["fork_older_longer"] >= 1 and r.stats["syncs_order_matters"] >= 1, r.stats
 
