@@ -514,8 +514,10 @@ class World:
         for n, need in list(self.recovering.items()):
             node = self.nodes.get(n)
             c = node.core.replication if node is not None else None
+            # caught up: a replica of the master of the moment, or that master itself (its sync
+            # took in everything a majority holds)
             if c is not None and node.alive and c.receiver is None and c.log.last_seq >= need \
-                    and c.role == REPLICA and (m is None or c.master == m.name):
+                    and ((c.role == REPLICA and (m is None or c.master == m.name)) or m is node):
                 del self.recovering[n]
         lost = len(self.down | set(self.recovering))
         if self.sc.crash_policy == "any":
@@ -949,8 +951,7 @@ class World:
 
     def _wiped_may_crash(self, keepers: list[str]) -> bool:
         """Every keeper may crash, all of them together: under crash policy ``any``, fewer than
-        (n-1)/2 nodes down or catching up once they are down (a restarted node that serves as
-        the master is not catching up, though ``_may_crash`` keeps it in ``recovering``)."""
+        (n-1)/2 nodes down or catching up once they are down."""
         if not all(self._may_crash(k) for k in keepers) and self.sc.crash_policy != "any":
             return False
         if any(k in self.down or k in self.paused for k in keepers):

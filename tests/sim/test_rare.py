@@ -185,9 +185,9 @@ def _wiped(seed: int):
 
 
 def test_a_master_lost_before_wiped_members_caught_up_loses_nothing():
-    # 3 nodes, `majority`: the second step's keeper restarts wiped, and the master is isolated
-    # in the instant it positioned it, holding 22 committed entries no other member has
-    r = _wiped(9)
+    # 5 nodes, `majority`: the keepers restart wiped, and the master is isolated in the instant
+    # it positioned the last of them, holding committed entries no other member has
+    r = _wiped(23)
     assert r.scenario.policy == "majority"
     assert r.ok, r.failures
     assert r.stats["wiped_isolations"] >= 1 and r.stats["wiped_at_risk"] >= 1, r.stats
@@ -211,7 +211,7 @@ def test_members_counted_again_as_soon_as_positioned_are_found_by_the_wiped_path
         return out
 
     monkeypatch.setattr(ReplicationCore, "on_frame", at_once)
-    r = _wiped(9)
+    r = _wiped(23)
     assert any(f.startswith("lost: ") for f in r.failures), r.failures
 
 
