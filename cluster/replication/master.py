@@ -9,11 +9,12 @@ Under load a batch waits for the one before it (``Limits.hold_ms``): while the n
 in flight (no replica has acked it yet) and younger than ``hold_ms``, a flush cuts nothing, and
 the first ack (or a flush after ``hold_ms``, or a tick) cuts everything staged meanwhile into one
 batch. An ack (or this master's own fsync) that completes operations then *gathers*
-(``Limits.gather_ms``): the clients it answered usually send again within a fraction of a millisecond, so the next batch is cut once as
-many operations are staged as it completed, or when ``gather_ms`` ran out (``FlushAt``).
-Without it 16 busy clients settle into two groups that alternate, each in a batch of its own;
-with it they share one (8.5 -> 14 operations per batch, a replica's CPU per send down a
-third, measured side by side). A lone client never waits (its previous batch is acked before it sends again, except
+(``Limits.gather_ms``): the clients it answered usually send again within a fraction of a
+millisecond, so the next batch is cut once as many operations are staged as it completed, or
+when ``gather_ms`` ran out (``FlushAt``). Without it 16 busy clients settle into two groups
+that alternate, each in a batch of its own; with it they share one (7.5 -> 13 operations per
+batch, a replica's CPU per send down a fifth, measured side by side; README, "Performance").
+A lone client never waits (its previous batch is acked before it sends again, except
 under ``none``, where it was answered already); under load each round trip to the fastest
 replica carries one batch instead of one per turn of the loop. What that saves is per frame,
 not per operation: each batch costs the master a ZeroMQ send per replica and an ack received
@@ -301,7 +302,8 @@ class MasterReplicator:
         return self._completions()
 
     def _gather(self, acted: list[Action], now_ms: int) -> None:
-        """Start a gather for the clients an ack just answered (module docstring)."""
+        """Start a gather for the clients a completion (an ack, this master's fsync) just
+        answered (module docstring)."""
         done = sum(len(a.op_ids) for a in acted if type(a) is Complete)
         if done:
             self._gather_target = done
@@ -322,8 +324,8 @@ class MasterReplicator:
     def holding(self, now_ms: int) -> bool:
         """Whether staged operations wait: during a gather (``_gather``), or for the newest
         batch: it went to a replica that may ack it, none has yet, and it is younger than
-        ``hold_ms``. Never while this master sends
-        a state transfer: the hold let it serve more meanwhile, and on two saturated cores the
+        ``hold_ms``. Never while this master sends a state transfer: the hold let it serve more
+        meanwhile, and on two saturated cores the
         joiner then took twice as long (1,000,000 messages: 10.8-13.5 s in 4 of 5 runs with the
         hold, 6.0-6.9 s in 5 of 5 without)."""
         hold = self.limits.hold_ms
