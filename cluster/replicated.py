@@ -110,7 +110,7 @@ class ReplicatedStorage:
             self.name, config.cluster.names, settings, storage, new_storage,
             incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, log=rlog)
         self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame,
-                                      on_drained=self._drained)
+                                      on_drained=self._event_ended)
         self._flush_at_end = False
         self._in_persisted = False
         self.forwarding = ForwardCounts()
@@ -278,13 +278,13 @@ class ReplicatedStorage:
         self._act(self.core.frame(sender, frame, self._now()))
 
     def _persisted(self, token: int) -> None:
-        # acks the journal held back leave now, as a drain's do (``_drained``)
+        # the acks the journal held back leave at the end of its report, as at a drain's end
         self._in_persisted = True
         try:
             self._act(self.core.persisted(token, self._now()))
         finally:
             self._in_persisted = False
-        self._drained()
+        self._event_ended()
 
     def _journal_failed(self, reason: str) -> None:
         self._act(self.core.journal_failed(reason, self._now()))
@@ -297,7 +297,9 @@ class ReplicatedStorage:
     def _flush(self) -> None:
         self._act(self.core.flush(self._now()))
 
-    def _drained(self) -> None:
+    def _event_ended(self) -> None:
+        """The end of a drain of stream frames or of a journal's report: the flush a FlushDue
+        raised during it asked for (``_do``)."""
         if self._flush_at_end:
             self._flush_at_end = False
             self._flush()

@@ -282,7 +282,7 @@ def _acks_at_an_event_end(replica: ReplicatedStorage) -> list[bool]:
     of stream frames, a journal's durability report) that released it?"""
     acks: list[bool] = []
     at_end = False
-    ended = replica._drained
+    ended = replica._event_ended
     sent = replica.stream.send
 
     def watch_end() -> None:
@@ -298,7 +298,7 @@ def _acks_at_an_event_end(replica: ReplicatedStorage) -> list[bool]:
             acks.append(at_end)
         return sent(to, frame)
     replica.stream._on_drained = watch_end
-    replica._drained = watch_end          # type: ignore[method-assign]
+    replica._event_ended = watch_end      # type: ignore[method-assign]
     replica.stream.send = watch_send      # type: ignore[method-assign]
     return acks
 
