@@ -575,7 +575,10 @@ class NodeCore:
                     # a replica acks only what its journal holds: ``persisted`` sends it then
                     self._held_acks[to] = ack
                 else:
-                    self._held_acks.pop(to, None)
+                    held = self._held_acks.get(to)
+                    if held is not None and (held.epoch != ack.epoch or held.seq <= ack.seq):
+                        del self._held_acks[to]
+                    # else ``persisted`` sent the durable part of ``held``: the rest stays held
                     out.append(Send(to, ack))
         return out
 
@@ -595,6 +598,8 @@ class NodeCore:
             return out   # positions of a history a later reset replaced mean nothing now
         self._replication(self.replication.persisted(seq, int(now * 1000)), now, out)
         for to, ack in list(self._held_acks.items()):
+            if to in self._acks:
+                continue   # a newer ack, not yet flushed: the flush weighs it against the journal
             if not self._acks and not self._flush_due:
                 self._flush_due = True
                 out.append(FlushDue())

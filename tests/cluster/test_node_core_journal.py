@@ -17,6 +17,7 @@ from storage.commands import CreateQueue, SendMessage
 
 from cluster.errors import NotServing, NotStored
 from cluster.node_core import MayStand, Persist, PersistReset, Snapshot, TransferLeadership
+from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy
 
 from tests.cluster.test_node_core import NS, Cores
@@ -230,3 +231,26 @@ def test_compaction_reads_nothing_the_log_lacks_even_while_the_batching_hold_kee
             restored.apply_many(decode_many(e.mutations))
     assert log.get(1) is not None and restored.digest() == replayed.digest()
     assert restored.digest() == master.storage.digest()
+
+
+def test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_the_next_report():
+    # hold_ms=0: the master sends the second batch before the first is acked, as it does under
+    # load once a batch has waited hold_ms for a replica's fsync
+    c = Cores(journal=True, limits=Limits(hold_ms=0))
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    first = c.cores["n1"].replication.log.last_seq
+    c.execute("n1", SendMessage(NS.key("q"), "m"))
+    second = c.cores["n1"].replication.log.last_seq
+    assert second > first
+    p1, p2 = [a for a in unpersisted(c, "n2") if type(a) is Persist][-2:]
+    assert p1.entries[-1].seq == first and p2.entries[-1].seq == second, "two writes, the second behind the first"
+    c.out["n2"] = [a for a in c.out["n2"] if a not in (p1, p2)]
+    acked = lambda: c.cores["n1"].replication.master_core.replicas["n2"].acked
+    c.handle("n2", c.cores["n2"].persisted(p1.token, c.now))
+    c.run()
+    assert acked() == first, "the part on disk is acked at once"
+    c.handle("n2", c.cores["n2"].persisted(p2.token, c.now))
+    c.run()
+    assert acked() == second, "and the rest once the journal reports it, not at the master's resend"
