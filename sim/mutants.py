@@ -71,9 +71,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "        return [Send(r.name, Batch(self.epoch, e.seq, self.epoch, e.mutations)) for e in entries]\n\n"
            "    def durable",
            "resent entries claim the current epoch as the one they were written in"),
+    # bug 11 as it shipped: a reconnected replica is repositioned only if it awaits no
+    # transfer, and otherwise streamed to from its ack (the check before it did not exist)
     Mutant("reconnect-streams-awaiting-transfer", "cluster/replication/master.py",
-           "        if r.needs_transfer:\n            # Nothing streams",
-           "        if r.needs_transfer and not fresh:\n            # Nothing streams",
+           "        if r.needs_transfer:\n"
+           "            # Nothing streams to a replica awaiting a transfer: its log may be a deposed\n"
+           "            # master's tail, which takes our entries by seq alone and would then claim our\n"
+           "            # position over a divergent state (the simulator, seed 216). The core resumes the\n"
+           "            # transfer, or starts one if its sender is gone.\n"
+           "            r.connected = True\n"
+           "            r.last_progress_ms = now_ms\n"
+           "            return [NeedsTransfer(name)]\n"
+           "        if fresh and r.positioned:\n",
+           "        if fresh and r.positioned and not r.needs_transfer:\n",
            "a replica awaiting a transfer (a divergent tail) is streamed to when it reconnects (bug 11)"),
     # -- cluster/replication/sync.py -----------------------------------------------------------
     Mutant("sync-orders-by-seq", "cluster/replication/sync.py",
@@ -218,6 +228,19 @@ DROPPED: tuple[tuple[Mutant, str], ...] = (
      "one master per epoch, and FIFO links: the master of the replica's view never sends it a "
      "frame of an older epoch after one of its current epoch, so the fence's epoch test only "
      "ever refuses frames that the sender test refuses too"),
+    (Mutant("reconnect-repositions-awaiting-transfer", "cluster/replication/master.py",
+           "        if r.needs_transfer:\n            # Nothing streams",
+           "        if r.needs_transfer and not fresh:\n            # Nothing streams",
+           "a replica awaiting a transfer is repositioned, not left to its transfer, when it reconnects"),
+     "every reconnection that the runtime reports is fresh, and a fresh one repositions: the "
+     "master asks the member where its log ends (SyncRequest) and checks the answer as it did "
+     "before the transfer (is_prefix_of, by the epoch its last entry was written in), so a "
+     "divergent member is found divergent again and its transfer goes on (its sender survives a "
+     "dropped link); a member whose transfer finished meanwhile answers the snapshot's position, "
+     "a prefix, rightly streamed to. Pinned to the `relink` rare path (seeds 1, 2, 10, 11 and 16, "
+     "where bug 11's code diverges), every such reconnection was answered 'not a prefix'. It was "
+     "this project's first text for bug 11, which it does not reproduce: "
+     "reconnect-streams-awaiting-transfer is bug 11's code"),
     (Mutant("view-epoch-may-go-back", "cluster/membership.py",
            "return proposed.view_id == current.view_id + 1 and proposed.epoch >= current.epoch",
            "return proposed.view_id == current.view_id + 1",
@@ -247,12 +270,6 @@ NOT_FOUND: dict[str, str] = {
     "sync-appends-unverified":
         "bug 4: needs a syncing master with a divergent tail whose fetch answer for its own last "
         "entry is lost while a later answer arrives (30% frame loss during that sync)",
-    "reconnect-streams-awaiting-transfer":
-        "bug 11: needs a divergent member's stream link to drop and return during its transfer "
-        "(one seed of a 1,000-seed sweep found it)",
-    "forward-dedupe-forgets":
-        "bug 10: found at seed 230 before a transfer carried its tail (cb9300f), which moved that "
-        "seed's timing; needs a forwarded request delivered twice across a reconnection",
     "fetch-rewrites-epoch":
         "the syncing master's check of its own last entry sees the relabelled epoch and takes the "
         "holder's snapshot instead of fetching: safe, at the cost of a transfer",

@@ -8,7 +8,10 @@ each other. A *cut* link refuses new frames (ZMQ_IMMEDIATE: nothing is queued fo
 not connected) and loses the frames in flight on it (the connection is reset); frames sent after
 it is restored travel on a new connection. Random drops model frames lost to a reconnect or a full
 send queue (ZMQ_SNDHWM); duplicates model a frame that is delivered twice (a resend racing the
-original), and are delivered right after the original, so FIFO still holds.
+original), and are delivered right after the original, so FIFO still holds. A *reconnection*
+(``reconnect``) models a transport that resends what it cannot know arrived: the stream
+connection stalls, and once back the sender sends its recent frames again, late duplicates of
+those that had arrived, before anything newer.
 
 Time is integer microseconds of the world's clock. Each link has a base latency drawn per frame
 from the scenario's range, plus whatever extra latency the active delay faults add, per plane:
@@ -23,9 +26,11 @@ simulator, that takes TCP away: see ``reorder_us``.
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any, Callable, Mapping, Protocol
 
 RAFT, STREAM = 0, 1
+RECENT_US = 1_000_000     # how far back ``Network.recent`` keeps a link's stream frames
 
 
 class Endpoint(Protocol):
@@ -79,6 +84,9 @@ class Network:
         # Per directed link: which stream frames may pass (a nemesis's filter: the world's
         # "handoff" path stops a member's stream at a mark); a refused frame is lost unseen.
         self.gates: dict[tuple[str, str], Callable[[Any], bool]] = {}
+        # Per directed link: the stream frames sent within the last RECENT_US, kept only while a
+        # nemesis asks (None: not kept). A connection that breaks sends them again (``reconnect``).
+        self.recent: dict[tuple[str, str], deque[tuple[int, Any]]] | None = None
         self.sent = 0
         self.lost = 0
 
@@ -96,6 +104,11 @@ class Network:
         if self.gates and plane == STREAM and (gate := self.gates.get((src, dst))) is not None and not gate(msg):
             self.lost += 1
             return True
+        if self.recent is not None and plane == STREAM:
+            kept = self.recent.setdefault((src, dst), deque())
+            kept.append((self.world.now, msg))
+            while kept[0][0] < self.world.now - RECENT_US:
+                kept.popleft()
         rng = self.rng
         if self.drop and rng.random() < self.drop:
             self.lost += 1
@@ -126,6 +139,13 @@ class Network:
             self.lost += 1
             return
         node.receive(plane, src, msg)
+
+    def _deliver_again(self, src: str, src_inc: int, dst: str, msg: Any, gen: int, inc: int) -> None:
+        # a sender that died meanwhile sends nothing again: its connection state died with it
+        if self.world.nodes[src].incarnation != src_inc:
+            self.lost += 1
+            return
+        self._deliver(src, dst, STREAM, msg, gen, inc)
 
     # --- faults ---------------------------------------------------------------------------------
 
@@ -161,6 +181,26 @@ class Network:
     def restore_stream(self, a: str, b: str) -> None:
         link = self.links[(a, b)]
         link.stream_cuts = max(0, link.stream_cuts - 1)
+
+    def reconnect(self, a: str, b: str, down_us: int, since_us: int) -> list[Any]:
+        """The stream connection a->b breaks now and is back ``down_us`` later. The frames
+        already on their way arrive; the sender, which cannot tell which of its recent frames
+        arrived, first sends again every frame it sent since ``since_us`` (kept in ``recent``):
+        those that had arrived arrive twice. What it sends meanwhile waits behind them (FIFO).
+        Returns the frames it sends again."""
+        link = self.links[(a, b)]
+        snode, dnode = self.world.nodes.get(a), self.world.nodes.get(b)
+        again = [m for ts, m in (self.recent or {}).get((a, b), ()) if ts >= since_us]
+        if snode is None or dnode is None or not again:
+            return []
+        world, rng = self.world, self.rng
+        last = max(link.last[STREAM], world.now + down_us)
+        for m in again:
+            t = max(world.now + down_us + rng.randint(self.lo_us, self.hi_us) + link.extra_us[STREAM], last)
+            last = t
+            world.at(t, self._deliver_again, a, snode.incarnation, b, m, link.gen, dnode.incarnation)
+        link.last[STREAM] = last
+        return again
 
     def down_for(self, a: str, b: str) -> int:
         """How long (µs) the link a->b has been cut; 0 while it is up."""

@@ -388,6 +388,8 @@ class SimNode:
                 if type(op.asker) is tuple:    # ("forwarded", sender, request id)
                     _, sender, rid = op.asker
                     w.net.send(self.name, sender, STREAM, ForwardReply(rid, (outcome, a.result, error)))
+                    if w.replay_wait is not None:   # the `replay` rare path breaks a connection then
+                        w.replay_check(self, sender, rid, op.command, a.result if outcome == "ok" else None)
                 else:
                     hint = None
                     if isinstance(a.error, NotServing) and self.core.view is not None:

@@ -136,8 +136,28 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   the fsync returns and the power of every node is cut ``cut_after_us`` later: the node may
 #   have acked nothing past what its journal holds (sim/README.md, "Disks and the journal",
 #   durability; World._hung_*).
+# * "replay": a member's stream connection to the master breaks in the instant a request it
+#   forwarded (a receive) reached the master, and is back ``stall_s`` later, longer than that
+#   receive's visibility timeout. Like a transport that resends what it cannot know arrived, the
+#   member first sends again its frames of the last moments, the forwarded request among them
+#   (which arrives twice, seconds apart), then what it sent meanwhile: its client's delete of
+#   what the receive returned. The master must serve the copy once (cluster/node_core.py,
+#   bug 10): run again, it takes the message anew, and the delete, holding the first receipt,
+#   deletes nothing (World._replay_*).
+# * "relink": a divergent member's stream link lost and back while its transfer runs. The
+#   master's stream is cut (Raft up) for ``lead_s``, so it writes a tail nobody takes; then it
+#   is isolated, and once the next master serves it is healed: that master finds it divergent
+#   and starts a transfer to it. In that instant their stream is cut, both ways (Raft up), for
+#   ``down_s``, past the stream's connection timeout: the master counts the member gone, then
+#   connected anew, while the transfer is still under way. ``settle_ms`` after that reconnection
+#   the master is isolated for ``hold_s``, so the transfer never finishes and the next master
+#   syncs with the member as the reconnection left it. A master that streamed to it on the
+#   reconnection (bug 11) had it take entries by seq onto its divergent tail. The seed keeps
+#   the whole replication log (64 MB, unless another path shrinks it) and plays early in the
+#   fault window, so that the log still starts at seq 1 (World._relink_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
-                    "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3}
+                    "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3, "replay": 0.3,
+                    "relink": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -306,12 +326,14 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     drawn = tuple(k for k in ("busy", "chain", "tail") if rr.random() < RARE_PROBABILITY[k])
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
-    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped", "hung")}
+    later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped", "hung",
+                                                        "replay", "relink")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
     lr, ar, fr, dr, qr, hr, wr, ur = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped",
                                                          "hung"))
+    pr, kr = later["replay"], later["relink"]
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
@@ -320,13 +342,17 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     plays = tuple(k for k in plays if faults and window > 2.0 and (
         k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW,
                                   "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW,
-                                  "hung": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+                                  "hung": FORK_MIN_WINDOW, "replay": LEASE_MIN_WINDOW,
+                                  "relink": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
     plays = tuple(k for k in plays if k != "hung" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
     if plays:
+        if "relink" in plays:
+            schedule.append(_relink(kr, fault_start, fault_end))
+            log_limit_bytes = 64 * 1024 * 1024     # "handoff" and "busy" (below) may shrink it again
         if "lease" in plays:
             schedule.append(_lease(lr, fault_start, fault_end))
         if "fork" in plays:
@@ -340,6 +366,8 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             chunk_records, transfer_window = hr.choice((1, 2)), 1
         if "wiped" in plays:
             schedule.append(_wiped(wr, fault_start, fault_end))
+        if "replay" in plays:
+            schedule.append(_replay(pr, fault_start, fault_end))
         if "race" in plays:
             if not jextra or jextra.get("fsync") != "always":
                 lo = qr.choice((0.2, 0.5, 1.0))
@@ -497,6 +525,44 @@ def _hung(rng: random.Random, lo: float, hi: float) -> Fault:
                  {"lead_s": lead, "hold_s": round(rng.uniform(1.0, 2.5), 3), "wait_s": 3.0,
                   "slow_ms": rng.choice((5, 20)), "cut_after_us": rng.choice((1_000, 2_000)),
                   "down_s": round(rng.uniform(0.3, 2.0), 3), "stagger_ms": rng.choice((0, 200, 1000))})
+
+
+def _relink(rng: random.Random, lo: float, hi: float) -> Fault:
+    """A divergent member's stream link lost during its transfer (see RARE_PROBABILITY):
+    ``steps`` of them, ``gap_s`` apart; each stage waits at most ``wait_s``."""
+    steps = rng.choice((1, 2))
+    leads = [round(rng.uniform(1.0, 2.5), 3) for _ in range(steps)]
+    # past the stream's connection timeout (1 s: Timing.connection_timeout)
+    downs = [rng.choice((1.2, 1.5, 2.0)) for _ in range(steps)]
+    # after the reconnection, time for what the master sent then to arrive (the isolation loses
+    # what is still on its way)
+    settle = [rng.choice((10, 30, 100)) for _ in range(steps)]
+    holds = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps)]
+    gaps = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps - 1)]
+    length = sum(leads) + sum(downs) + sum(holds) + sum(gaps) + steps * 2.0
+    # early: the log still holds every entry from seq 1
+    at = round(rng.uniform(lo, max(lo, min(lo + 2.0, hi - length))), 3)
+    return Fault(at, "relink", round(length, 3), "master",
+                 {"lead_s": leads, "down_s": downs, "settle_ms": settle, "hold_s": holds, "gap_s": gaps,
+                  "wait_s": 3.0})
+
+
+def _replay(rng: random.Random, lo: float, hi: float) -> Fault:
+    """Forwarded requests delivered again after a reconnection (see RARE_PROBABILITY):
+    ``steps`` of them, ``gap_s`` apart; in each the world waits (at most ``wait_s``) for a
+    forwarded receive whose visibility timeout is shorter than ``stall_s``, then stalls the
+    forwarder's stream connection to the master for ``stall_s``; on reconnection the forwarder
+    sends again what it sent since ``back_ms`` before that receive."""
+    steps = rng.choice((3, 4, 5, 6))
+    # longer than a receive's visibility timeout of 1 s, and short enough that the requests
+    # queued meanwhile are answered within a client's 2-second timeout
+    stalls = [rng.choice((1.1, 1.3, 1.5)) for _ in range(steps)]
+    back = [rng.choice((0, 20, 200)) for _ in range(steps)]
+    gaps = [round(rng.uniform(0.5, 2.0), 3) for _ in range(steps - 1)]
+    length = sum(stalls) + sum(gaps) + steps * 1.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "replay", round(length, 3), "master",
+                 {"stall_s": stalls, "back_ms": back, "gap_s": gaps, "wait_s": 6.0})
 
 
 def _deaf(rng: random.Random, lo: float, hi: float, n: int) -> Fault:

@@ -33,9 +33,10 @@ from cluster.config import Timing
 from cluster.node_core import POLICY_TAG
 from cluster.replication.core import REPLICA
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Batch, SyncRequest
+from cluster.replication.messages import AckPolicy, Batch, Forward, SyncRequest
 
 from cluster.journal.journal import JournalDamaged
+from storage.commands import ReceiveMessage
 
 from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.disk import POWER, PROCESS, SimDisk, WHERE as DISK_WHERE
@@ -166,12 +167,17 @@ class World:
                       "fork_steps": 0, "fork_older_longer": 0, "deaf_heals": 0,
                       "race_cuts": 0, "race_timed_out": 0, "handoff_gates": 0, "handoff_isolations": 0,
                       "handoff_tails": 0, "wiped_crashes": 0, "wiped_isolations": 0, "wiped_at_risk": 0,
-                      "hung_fsyncs": 0, "hung_resets": 0, "hung_tails": 0, "hung_releases": 0}
+                      "hung_fsyncs": 0, "hung_resets": 0, "hung_tails": 0, "hung_releases": 0,
+                      "replay_stalls": 0, "replay_frames": 0, "replay_forwards": 0,
+                      "relink_transfers": 0, "relink_reconnects": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
         self.wiped_wait: tuple | None = None     # a wiped step waiting for its keepers' positioning
         self.hung_wait: tuple | None = None      # a hung step waiting for its master's next fsync
+        self.replay_wait: tuple | None = None    # a replay step waiting for a forwarded receive's answer
+        self._replaying: set[tuple[str, str]] = set()   # stream connections stalled by it
+        self.relink_wait: tuple | None = None    # a relink step waiting for a transfer to its divergent member
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
         self.leader_contact: dict[str, tuple[int, str]] = {}
@@ -209,6 +215,8 @@ class World:
             self._deactivations[r.node] = self._deactivations.get(r.node, 0) + 1
         elif ev in _REACH_EVENTS:
             self._reach(r)
+            if ev == "transfer_started" and self.relink_wait is not None:
+                self._relink_check(r)
 
     def _reach(self, r: Any) -> None:
         """Counts how often a run reached the rare paths (observed from outside the cores)."""
@@ -443,7 +451,7 @@ class World:
         links, flapping = net.links, self._flapping
         bad = {(a, b) for a in cand for b in cand if a != b
                and ((lk := links[(a, b)]).cuts or lk.stream_cuts or lk.extra_us[0] or lk.extra_us[1]
-                    or (a, b) in flapping or (a, b) in net.gates)}
+                    or (a, b) in flapping or (a, b) in net.gates or (a, b) in self._replaying)}
         if not bad:
             return tuple(cand)
         m = self.master()
@@ -630,6 +638,12 @@ class World:
             return
         elif kind == "hung":
             self._hung_step(f, 0)
+            return
+        elif kind == "replay":
+            self._replay_step(f, 0)
+            return
+        elif kind == "relink":
+            self._relink_step(f, 0, 0)
             return
         self._check_health()
 
@@ -1227,6 +1241,196 @@ class World:
             power = Fault(0.0, "hung", f.params["down_s"], "", {"stagger_ms": f.params["stagger_ms"]})
             self.at(self.now + f.params["cut_after_us"], self._power_cut_now, power)
         self._check_health()
+
+    # --- forwarded requests delivered again after a reconnection (scenario._replay) -------------
+
+    def _replay_step(self, f: Fault, step: int) -> None:
+        """Step ``step``: keep the stream frames sent (``Network.recent``) and wait, at most
+        ``wait_s``, for the master to answer a forwarded receive (``replay_check``)."""
+        if self.healed:
+            return
+        self.net.recent = {}
+        wait = (f, step)
+        self.replay_wait = wait
+        self.at(self.now + int(f.params["wait_s"] * 1e6), self._replay_give_up, wait)
+
+    def replay_check(self, node: SimNode, sender: str, request_id: int, command: Any, result: Any) -> None:
+        """sim/node.py, after the serving master ``node`` answered a request that ``sender``
+        forwarded, while a replay step waits: a receive that returned messages, with a
+        visibility timeout that ends before the step's stall does, breaks the forwarder's
+        connection to the master. When it is back the forwarder sends again (first) what it sent
+        since ``back_ms`` before that request: the request arrives twice, after the messages it
+        took are visible again, and its client's delete of them, sent meanwhile, after the copy."""
+        wait = self.replay_wait
+        if wait is None or self.healed or self.master() is not node:
+            return
+        f, step = wait
+        stall = f.params["stall_s"][step]
+        if type(command) is not ReceiveMessage or command.visibility_timeout is None \
+                or command.visibility_timeout >= stall or not getattr(result, "messages", None):
+            return
+        link = (sender, node.name)
+        sent = next((ts for ts, m in self.net.recent.get(link, ()) if type(m) is Forward
+                     and m.request_id == request_id), None)
+        if sent is None:
+            return
+        self.replay_wait = None
+        self._last_fault_at = self.now
+        again = self.net.reconnect(sender, node.name, int(stall * 1e6), sent - f.params["back_ms"][step] * 1000)
+        self.net.recent = None
+        self._replaying.add(link)
+        self.reach["replay_stalls"] += 1
+        self.reach["replay_frames"] += len(again)
+        self.reach["replay_forwards"] += sum(1 for m in again if type(m) is Forward)
+        self._nemesis(sender, "reconnect", {"link": list(link), "stall_s": stall, "sent_again": len(again),
+                                            "request_id": request_id, "replay_step": step})
+        self._check_health()
+        self.at(self.now + int(stall * 1e6), self._replay_back, f, step, link)
+
+    def _replay_back(self, f: Fault, step: int, link: tuple[str, str]) -> None:
+        self._replaying.discard(link)
+        self._check_health()
+        self._replay_next(f, step)
+
+    def _replay_give_up(self, wait: tuple) -> None:
+        if self.replay_wait is not wait:
+            return
+        self.replay_wait = None
+        self.net.recent = None
+        self._replay_next(*wait)
+
+    def _replay_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["stall_s"]) and not self.healed:
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._replay_step, f, step + 1)
+
+    # --- a divergent member's stream link lost during its transfer (scenario._relink) -----------
+
+    def _relink_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: cut the master of the moment's stream (both ways, Raft up) for the
+        lead: it keeps office and writes a tail no replica takes; then isolate it."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is None:
+            if tries < 30:
+                self.at(self.now + 100_000, self._relink_step, f, step, tries + 1)
+            return
+        self._last_fault_at = self.now
+        name = m.name
+        others = [o for o in self.names if o != name]
+        stream = [(name, o) for o in others] + [(o, name) for o in others]
+        for a, b in stream:
+            self.net.cut_stream(a, b)
+        self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"][step],
+                                           "relink_step": step})
+        self._check_health()
+        self.at(self.now + int(f.params["lead_s"][step] * 1e6), self._relink_isolate, f, step, name, stream)
+
+    def _relink_isolate(self, f: Fault, step: int, old: str, stream: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        self._last_fault_at = self.now
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        links = [(old, o) for o in self.names if o != old] + [(o, old) for o in self.names if o != old]
+        for a, b in links:
+            self.net.cut(a, b)
+        self._nemesis(old, "isolate", {"links": [list(x) for x in links], "relink_step": step})
+        self._check_health()
+        self.at(self.now + FORK_POLL_US, self._relink_watch, f, step, old, links, 0)
+
+    def _relink_watch(self, f: Fault, step: int, old: str, links: list[tuple[str, str]], polls: int) -> None:
+        """Once another master serves, heal ``old``: it holds a tail that master lacks, so the
+        master finds it divergent and sends it a transfer (``_relink_check``)."""
+        if self.healed:
+            return
+        m = self.master()
+        if m is not None and m.name != old and m.core.replication.serving:
+            wait = (f, step, old, m.name)
+            self.relink_wait = wait
+            self._restore_links(links, "relink", None)
+            self._check_health()
+            self.at(self.now + int(f.params["wait_s"] * 1e6), self._relink_give_up, wait)
+        elif polls * FORK_POLL_US > FORK_WAIT_US:
+            self._restore_links(links, "relink", None)
+            self._check_health()
+            self._relink_next(f, step)
+        else:
+            self.at(self.now + FORK_POLL_US, self._relink_watch, f, step, old, links, polls + 1)
+
+    def _relink_check(self, r: Any) -> None:
+        """The master starts a transfer to the divergent member (its first chunks not yet sent):
+        cut their stream, both ways, Raft up, for ``down_s``, longer than the stream's connection
+        timeout, so that the master counts the member disconnected and, after, connected anew
+        while the transfer is still under way."""
+        f, step, old, master = self.relink_wait
+        if r.node != master or r.fields.get("peer") != old or r.fields.get("direction") != "sent" or self.healed:
+            return
+        self.relink_wait = None
+        self._last_fault_at = self.now
+        stream = [(master, old), (old, master)]
+        for a, b in stream:
+            self.net.cut_stream(a, b)
+        self.reach["relink_transfers"] += 1
+        self._nemesis(master, "stream_cut", {"links": [list(x) for x in stream], "down_s": f.params["down_s"][step],
+                                             "relink_step": step, "transfer_at_seq": r.fields.get("at_seq")})
+        self._check_health()
+        self.at(self.now + int(f.params["down_s"][step] * 1e6), self._relink_back, f, step, old, master, stream)
+
+    def _relink_back(self, f: Fault, step: int, old: str, master: str, stream: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        self._nemesis(master, "heal", {"fault": "relink", "links": [list(x) for x in stream]})
+        self._check_health()
+        self.at(self.now + FORK_POLL_US, self._relink_reconnected, f, step, old, master, 0)
+
+    def _relink_reconnected(self, f: Fault, step: int, old: str, master: str, polls: int) -> None:
+        """Once the master has the member connected again (its transfer still under way),
+        ``settle_ms`` later, isolate the master for ``hold_s``: the next master syncs with a
+        member whose transfer never finished."""
+        if self.healed:
+            return
+        node = self.nodes[master]
+        mc = node.core.replication.master_core if node.alive else None
+        r = mc.replicas.get(old) if mc is not None and node.core.replication.serving else None
+        if r is None or polls * FORK_POLL_US > f.params["wait_s"] * 1e6:
+            self._relink_next(f, step)
+            return
+        if not r.connected:
+            self.at(self.now + FORK_POLL_US, self._relink_reconnected, f, step, old, master, polls + 1)
+            return
+        self.reach["relink_reconnects"] += 1
+        self.at(self.now + int(f.params["settle_ms"][step] * 1000), self._relink_depose, f, step, master)
+
+    def _relink_depose(self, f: Fault, step: int, master: str) -> None:
+        if self.healed:
+            return
+        self._last_fault_at = self.now
+        links = [(master, o) for o in self.names if o != master] + [(o, master) for o in self.names if o != master]
+        for a, b in links:
+            self.net.cut(a, b)
+        self._nemesis(master, "isolate", {"links": [list(x) for x in links], "relink_step": step})
+        self._check_health()
+        self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._relink_heal, f, step, links)
+
+    def _relink_heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        self._restore_links(links, "relink", None)
+        self._check_health()
+        self._relink_next(f, step)
+
+    def _relink_give_up(self, wait: tuple) -> None:
+        if self.relink_wait is not wait:
+            return
+        self.relink_wait = None
+        self._relink_next(wait[0], wait[1])
+
+    def _relink_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["lead_s"]) and not self.healed:
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._relink_step, f, step + 1, 0)
 
     # --- power cuts timed on the journal (scenario "race") --------------------------------------
 

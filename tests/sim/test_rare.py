@@ -244,3 +244,67 @@ def test_a_write_of_the_replaced_history_counted_durable_is_found_by_the_hung_pa
     monkeypatch.setattr(node_core.NodeCore, "persisted", ns["persisted"])
     r = _hung(10)
     assert any(f.startswith("durability: ") for f in r.failures), r.failures
+
+
+def _replay(seed: int):
+    return simulate(generate(seed, nodes=None, policy=None, crash_policy="any", duration=30.0, rare=("replay",)))
+
+
+def test_a_forwarded_request_sent_again_after_a_reconnection_is_served_once():
+    # 3 nodes, `all`: a member's connection to the master breaks as the master answers its
+    # forwarded receive (visibility 1 s), and is back 1.1-1.5 s later, sending that receive
+    # again before its client's delete of what the receive returned
+    r = _replay(19)
+    assert r.scenario.policy == "all" and r.scenario.forward
+    assert r.ok, r.failures
+    assert r.stats["replay_stalls"] >= 1 and r.stats["replay_forwards"] >= 1, r.stats
+
+
+def test_a_master_that_serves_a_forwarded_request_twice_is_found_by_the_replay_path(monkeypatch):
+    # sim/mutants.py forward-dedupe-forgets (bug 10): the copy runs the receive again once the
+    # message is visible, and the client's delete, holding the first receipt, deletes nothing
+    import inspect
+    import textwrap
+
+    import cluster.node_core as node_core
+
+    src = textwrap.dedent(inspect.getsource(node_core.NodeCore._first_forward))
+    old = "    ids.add(request_id)\n"
+    assert src.count(old) == 1
+    ns: dict = {}
+    exec(compile(src.replace(old, ""), node_core.__file__, "exec"), node_core.__dict__, ns)
+    monkeypatch.setattr(node_core.NodeCore, "_first_forward", ns["_first_forward"])
+    r = _replay(19)
+    assert any(f.startswith("lost deletes: ") for f in r.failures), r.failures
+
+
+def _relink(seed: int):
+    return simulate(generate(seed, nodes=None, policy=None, crash_policy="any", duration=30.0, rare=("relink",)))
+
+
+def test_a_divergent_member_reconnected_during_its_transfer_gets_no_batches():
+    # 3 nodes: n3's tail of its own epoch is divergent; n1's transfer to it starts, their stream
+    # is cut for 2 s, n1 sees n3 connected anew, and is isolated right after
+    r = _relink(1)
+    assert r.ok, r.failures
+    assert r.stats["relink_transfers"] >= 1 and r.stats["relink_reconnects"] >= 1, r.stats
+
+
+def test_a_master_that_streams_to_a_reconnected_divergent_member_is_found_by_the_relink_path(monkeypatch):
+    # sim/mutants.py reconnect-streams-awaiting-transfer (bug 11): on the reconnection the
+    # master streams from seq 1, the member takes the entries past its own tail by seq, and its
+    # log then claims the master's position over a divergent state
+    import inspect
+    import textwrap
+
+    import cluster.replication.master as master
+
+    src = textwrap.dedent(inspect.getsource(master.MasterReplicator.replica_connected))
+    start, end = src.index("    if r.needs_transfer:\n"), src.index("    if fresh and r.positioned:\n")
+    bug = src[:start] + "    if fresh and r.positioned and not r.needs_transfer:\n" \
+        + src[end + len("    if fresh and r.positioned:\n"):]
+    ns: dict = {}
+    exec(compile(bug, master.__file__, "exec"), master.__dict__, ns)
+    monkeypatch.setattr(master.MasterReplicator, "replica_connected", ns["replica_connected"])
+    r = _relink(1)
+    assert any("divergence" in f for f in r.failures), r.failures
