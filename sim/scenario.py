@@ -562,7 +562,7 @@ def _replay(rng: random.Random, lo: float, hi: float) -> Fault:
     length = sum(stalls) + sum(gaps) + steps * 1.0
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "replay", round(length, 3), "master",
-                 {"stall_s": stalls, "back_ms": back, "gap_s": gaps, "wait_s": 6.0})
+                 {"stall_s": stalls, "back_ms": back, "gap_s": gaps, "wait_s": 10.0})
 
 
 def _deaf(rng: random.Random, lo: float, hi: float, n: int) -> Fault:
