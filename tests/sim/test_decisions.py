@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # under majority and a 5-node one under none; any change to the cores' timing may move a seed
 # off a point, and then other seeds are picked (8 left sync.divergent once it played the
 # `hung` rare path; 6 plays none)
-SEEDS = (6, 9)
+SEEDS = (0, 8)
 DURATION = 20.0
 
 
@@ -113,7 +113,7 @@ def test_the_table_lists_every_point_and_flags_the_rare_ones():
 def test_the_amnesia_rare_path_reaches_a_snapshot_asked_of_an_amnesiac_member_with_a_journal():
     # power cuts under a lax fsync: every member restarts amnesiac with its journal, and a master
     # behind the most advanced one's journal asks it for its snapshot (sim/README.md bug 9)
-    sc = generate(0, nodes=None, policy=None, duration=30.0, rare=("amnesia",))
+    sc = generate(6, nodes=None, policy=None, duration=30.0, rare=("amnesia",))
     assert sc.journal and sc.fsync in ("interval", "never") and any(f.kind == "crash_all" for f in sc.faults)
     r = simulate(sc)
     assert r.ok, r.failures
