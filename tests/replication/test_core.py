@@ -405,3 +405,24 @@ def test_a_finished_transfer_whose_acks_were_lost_is_acked_again():
     net.settle(5)
     assert 900 in net.completed
     assert len(net.digests()) == 1 and n3.log.last_seq == n1.log.last_seq
+
+
+def test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_was_written_in():
+    # Fetched entries keep their written epoch: the new master's own last entry then checks out
+    # against the truth's copy of it (sync.py, step 3), and the log it serves from says truly in
+    # which epoch each entry was written, as the next sync's (last_epoch, last_seq) order needs.
+    net = _serving_with_queue()
+    net.down = {"n3"}
+    for i in range(2, 6):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}"), i)
+    net.settle(3)
+    assert net.completed >= set(range(2, 6)) and net.cores["n3"].log.last_seq < net.cores["n2"].log.last_seq
+    truth = [(e.seq, e.written_epoch) for e in net.cores["n2"].log.since(1, 100)]
+    net.down = {"n1"}
+    net.view("n3", 2, ("n2", "n3"))
+    net.settle(5)
+    n3 = net.cores["n3"]
+    assert n3.serving
+    assert n3.last_transfer is None, "its last entry is on the truth's history: a fetch, not a snapshot"
+    assert [(e.seq, e.written_epoch) for e in n3.log.since(1, 100)] == truth
+    assert len(net.digests(("n2", "n3"))) == 1
