@@ -426,3 +426,37 @@ def test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_
     assert n3.last_transfer is None, "its last entry is on the truth's history: a fetch, not a snapshot"
     assert [(e.seq, e.written_epoch) for e in n3.log.since(1, 100)] == truth
     assert len(net.digests(("n2", "n3"))) == 1
+
+
+def test_a_view_change_ends_a_members_transfer_to_the_previous_views_syncing_master():
+    # n1, deposed with a divergent tail, is master again in epoch 3 and asks n2 (the truth) for
+    # its snapshot. Before the transfer ends, a view of epoch 4 comes: that transfer belongs to
+    # a view that has ended, and its chunks (of epoch 3) would be refused by n1's receiver of
+    # epoch 4, resent for nothing and holding n2's fuzzy read of the state until a new request.
+    net = Cluster(NAMES, chunk_records=1)
+    net.view("n1", 1)
+    net.settle(3)
+    net.execute("n1", CreateQueue(NS, "q"), 1)
+    net.settle(3)
+    net.down = {"n1"}
+    for i in range(2, 10):
+        net.execute("n1", SendMessage(NS.key("q"), f"lost {i}"), i)
+        net.handle("n1", net.cores["n1"].flush(net.now()))
+    net.view("n2", 2, ("n2", "n3"))
+    net.settle(5)
+    for i in range(100, 400):
+        net.execute("n2", SendMessage(NS.key("q"), f"kept {i}" + "x" * 100), i)
+    net.settle(5)
+    net.down = set()
+    net.view("n1", 3)
+    for _ in range(20):
+        if "n1" in net.cores["n2"].status(net.now())["transfers_out"]:
+            break
+        net.frames.step()
+    assert "n1" in net.cores["n2"].status(net.now())["transfers_out"], "n1's sync asked n2 for its snapshot"
+    assert net.cores["n1"].status(net.now())["sync"] is not None
+    net.view("n1", 4)
+    assert net.cores["n2"].status(net.now())["transfers_out"] == [], "released with the view of epoch 3"
+    net.settle(20)
+    assert net.cores["n1"].serving and net.cores["n1"].epoch == 4
+    assert len(net.digests()) == 1
