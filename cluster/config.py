@@ -234,13 +234,17 @@ class Durability:
     answered before it), ``interval`` (written at once, fsynced every ``fsync_interval_ms``: a
     process crash loses nothing written, a power cut up to that interval), ``never`` (the OS
     writes back when it likes). Compaction snapshots are taken once the journal has grown by
-    max(``snapshot_min_mb``, the last snapshot's size).
+    max(``snapshot_min_mb``, the last snapshot's size). ``gather_ms``: a single node's group
+    commit waits up to this long for as many operations as its last fsync answered
+    (cluster/standalone.py; 0: cut each turn's entry at once). A cluster member's entries are
+    its batches, gathered by [cluster.replication] gather-ms instead.
     """
 
     data_dir: str
     fsync: str = "always"
     fsync_interval_ms: int = 100
     snapshot_min_mb: int = 64
+    gather_ms: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:
@@ -251,6 +255,9 @@ class Durability:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(f"storage {name.replace('_', '-')} must be a positive integer")
+        g = self.gather_ms
+        if not isinstance(g, int) or isinstance(g, bool) or g < 0:
+            raise ConfigError("storage gather-ms must be a non-negative integer (0: no gather)")
 
     @property
     def journal_dir(self) -> str:

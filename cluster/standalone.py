@@ -8,6 +8,15 @@ waits for the entries before it, since its answer may rest on them (a deduplicat
 answers with a message only the pending entry holds). Time acts (retention, delays, move tasks)
 through the same path as a client's command. Compaction is the node core's (cluster/compaction.py).
 
+Under load the clients answered by one fsync come back together, and a turn's entry would
+carry only those that happened to arrive in it: the others then wait a whole fsync more, and
+with 16 connections two groups of about eight alternate, each paying an fsync and its thread
+hand-offs. So once a report answers N operations, the next entry is *gathered*: cut once N are
+staged, or ``gather_ms`` after the report, whichever is first (as the cluster master gathers its
+batches, cluster/replication/master.py). One connection never waits: one op answered, one
+staged. Measured on this machine, 16 connections, side by side: +13-20% sends per second with
+2 ms, and a lower median latency, since the CPU an fsync cycle costs is shared by twice as many.
+
 The entries are numbered like a cluster's log (epoch 0), so the journal, its recovery and its
 tools are the same for both.
 """
@@ -32,7 +41,8 @@ _INTERNAL = object()          # the token of the node's own Tick operations
 
 
 class StandaloneCore:
-    def __init__(self, storage: Storage, log: ReplicationLog, *, snapshot_min_bytes: int = 64 * 1024 * 1024):
+    def __init__(self, storage: Storage, log: ReplicationLog, *, snapshot_min_bytes: int = 64 * 1024 * 1024,
+                 gather_ms: int = 0):
         self.storage = storage
         self.log = log
         self.compactor = Compactor(snapshot_min_bytes)
@@ -45,6 +55,10 @@ class StandaloneCore:
         self._tokens = itertools.count(1)
         self._token_seq: deque[tuple[int, int]] = deque()
         self._flush_due = False
+        self.gather_ms = gather_ms
+        self._gather_target = 0          # operations the last report answered
+        self._gather_until = 0           # ms: cut by then whatever is staged
+        self._gather_timed = False       # this gather's FlushDue(at) was asked for
 
     def execute(self, token: Any, command: Command, now_ms: int) -> list[Any]:
         if self.journal_error is not None:
@@ -86,17 +100,24 @@ class StandaloneCore:
                 self._flush_due = True
                 out.append(FlushDue())
         if self.compactor.due:
-            out += self.flush(now_ms)
+            out += self.flush(now_ms, force=True)   # a snapshot's position must cover the state it reads
             snap = self.compactor.step(self.storage, self.log)
             if snap is not None:
                 out.append(snap)
         return out
 
-    def flush(self, now_ms: int) -> list[Any]:
-        """The end of a turn: one journal entry for everything executed in it."""
+    def flush(self, now_ms: int, force: bool = False) -> list[Any]:
+        """The end of a turn: one journal entry for everything staged, unless a gather holds it
+        (module docstring); then a FlushDue for the gather's end, once."""
         self._flush_due = False
         if not self._staged_ops:
             return []
+        if not force and now_ms < self._gather_until and len(self._staged_ops) < self._gather_target:
+            if self._gather_timed:
+                return []
+            self._gather_timed = True
+            # the clock is read in whole ms: half a ms late, the flush finds the gather over
+            return [FlushDue((self._gather_until + 0.5) / 1000)]
         seq = self.log.last_seq + 1
         blob = encode_many(self._staged)
         entry = Entry(seq, 0, blob, now_ms)
@@ -110,10 +131,10 @@ class StandaloneCore:
         self.compactor.journaled(len(blob))
         return [Persist(tok, (entry,))]
 
-    def persisted(self, token: int) -> list[Any]:
-        return [self._answer(tok, result, changed) for tok, result, changed in self.settled(token)]
+    def persisted(self, token: int, now_ms: int) -> list[Any]:
+        return [self._answer(tok, result, changed) for tok, result, changed in self.settled(token, now_ms)]
 
-    def settled(self, token: int) -> list[tuple[Any, Any, bool]]:
+    def settled(self, token: int, now_ms: int) -> list[tuple[Any, Any, bool]]:
         """``persisted`` without its Answer objects: (token, result, changed) of each operation
         the journal now holds, in order; a result that is an SqsError is the answer's error. A
         runtime answering thousands a second calls this (an Answer, a frozen dataclass, cost
@@ -130,6 +151,10 @@ class StandaloneCore:
             _, tok, result, changed = waiting.popleft()
             if tok is not _INTERNAL:
                 out.append((tok, result, changed))
+        if out and self.gather_ms > 0:
+            self._gather_target = len(out)
+            self._gather_until = now_ms + self.gather_ms
+            self._gather_timed = False
         return out
 
     def journal_failed(self, reason: str) -> list[Any]:

@@ -196,8 +196,11 @@ def _with_storage(config: Config, data_dir: str | None, fsync: str | None) -> Co
     current = config.durability
     if data_dir is None and current is None:
         raise ConfigError("--fsync needs a data-dir (--data-dir, or data-dir in [storage])")
-    durability = Durability(data_dir or current.data_dir, fsync or (current.fsync if current else "always"),
-                            *((current.fsync_interval_ms, current.snapshot_min_mb) if current else ()))
+    if current is None:
+        assert data_dir is not None
+        durability = Durability(data_dir, fsync or "always")
+    else:
+        durability = replace(current, data_dir=data_dir or current.data_dir, fsync=fsync or current.fsync)
     config = replace(config, durability=durability)
     if config.cluster is not None:
         config = replace(config, cluster=replace(config.cluster, durability=durability))

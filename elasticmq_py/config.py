@@ -32,6 +32,9 @@ The file (all keys optional)::
     fsync = "always"             # always (default) | interval | never: see cluster/config.py
     fsync-interval-ms = 100      # with fsync = "interval"
     snapshot-min-mb = 64         # compaction: snapshot once the journal grew this much (or more)
+    gather-ms = 2                # a single node's group commit waits up to this for as many
+                                 # writes as its last fsync answered (0: none); see
+                                 # cluster/standalone.py (a cluster's: [cluster.replication])
 
     # Optional: run as a member of a cluster. Without this section the server is a single node.
     # The keys are cluster/config.py's (the same types are used, nothing is re-declared here).

@@ -43,7 +43,8 @@ class DurableBackend(LocalBackend):
         self._journal = journal
         self.storage = self.recovered.storage
         self.core = StandaloneCore(self.storage, self.recovered.log,
-                                   snapshot_min_bytes=durability.snapshot_min_mb * 1024 * 1024)
+                                   snapshot_min_bytes=durability.snapshot_min_mb * 1024 * 1024,
+                                   gather_ms=durability.gather_ms)
         self._binding: JournalBinding | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -77,7 +78,7 @@ class DurableBackend(LocalBackend):
     async def stop(self) -> None:
         await cancel_and_wait(self._tick_task)
         self._tick_task = None
-        self._act(self.core.flush(self.clock.now_ms()))
+        self._act(self.core.flush(self.clock.now_ms(), force=True))   # a gather would hold it for ever
         if self._binding is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._binding.close)
             await asyncio.sleep(0)     # the last durability reports answer their clients
@@ -99,7 +100,10 @@ class DurableBackend(LocalBackend):
                         self.waiters.wake_everyone()
                 elif t is FlushDue:
                     assert self._loop is not None
-                    self._loop.call_soon(self._flush)
+                    if a.at is None:
+                        self._loop.call_soon(self._flush)
+                    else:
+                        self._loop.call_later(max(0.0, a.at - self.clock.now_ms() / 1000), self._flush)
                 elif t is Persist or t is Snapshot:
                     if self._binding is not None:
                         self._binding.do(a)
@@ -114,7 +118,7 @@ class DurableBackend(LocalBackend):
     def _persisted(self, token: int) -> None:
         # = _act(core.persisted(token)), without building an Answer per operation
         woke = False
-        for done, result, changed in self.core.settled(token):
+        for done, result, changed in self.core.settled(token, self.clock.now_ms()):
             try:
                 if isinstance(result, SqsError):   # failed after changing the state: the change is stored
                     done(None, client_error(result))

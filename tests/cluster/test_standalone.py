@@ -15,10 +15,10 @@ from cluster.standalone import StandaloneCore
 NS = Namespace("us-east-1", "000000000000")
 
 
-def core(min_bytes: int = 64 << 20) -> StandaloneCore:
+def core(min_bytes: int = 64 << 20, gather_ms: int = 0) -> StandaloneCore:
     clock = ManualClock(1_000_000)
     return StandaloneCore(Storage(clock, IdSource(1)), ReplicationLog(1 << 20, journaled=True),
-                          snapshot_min_bytes=min_bytes)
+                          snapshot_min_bytes=min_bytes, gather_ms=gather_ms)
 
 
 def answers(actions) -> list[Answer]:
@@ -33,8 +33,8 @@ def test_one_entry_per_turn_and_answers_only_once_durable():
     assert not answers(out)
     (persist,) = c.flush(0)
     assert type(persist) is Persist and len(persist.entries) == 1, "one entry carries the whole turn"
-    assert not answers(c.persisted(persist.token - 1))
-    done = answers(c.persisted(persist.token))
+    assert not answers(c.persisted(persist.token - 1, 0))
+    done = answers(c.persisted(persist.token, 0))
     assert [a.token for a in done] == ["a", "b"] and all(a.error is None for a in done)
 
 
@@ -43,7 +43,7 @@ def test_a_read_waits_for_the_writes_before_it_but_not_otherwise():
     c.execute("a", CreateQueue(NS, "q"), 0)
     (persist,) = c.flush(0)
     assert not answers(c.execute("r", GetQueueUrl(NS, "q"), 0)), "the queue is not durable yet"
-    (ans,) = answers(c.persisted(persist.token))[1:]
+    (ans,) = answers(c.persisted(persist.token, 0))[1:]
     assert ans.token == "r"
     (ans,) = answers(c.execute("r2", GetQueueUrl(NS, "q"), 0))
     assert ans.error is None, "nothing pending: at once"
@@ -73,7 +73,7 @@ def test_compaction_snapshot_plus_later_entries_is_the_state():
         for a in c.flush(0) + c.tick(0):
             if type(a) is Persist:
                 entries += a.entries
-                c.persisted(a.token)
+                c.persisted(a.token, 0)
             elif type(a) is Snapshot:
                 snaps.append(a)
     assert snaps
@@ -85,3 +85,74 @@ def test_compaction_snapshot_plus_later_entries_is_the_state():
         if e.seq > snap.at_seq:
             restored.apply_many(decode_many(e.mutations))
     assert restored.digest() == c.storage.digest()
+
+
+def _persist(actions) -> Persist:
+    (p,) = [a for a in actions if type(a) is Persist]
+    return p
+
+
+def test_after_a_report_the_next_entry_gathers_as_many_operations_as_it_answered():
+    c = core(gather_ms=2)
+    c.execute("q", CreateQueue(NS, "q"), 0)
+    answers(c.persisted(_persist(c.flush(0)).token, 0))
+    for t in "abc":
+        c.execute(t, SendMessage(NS.key("q"), t), 5)
+    p = _persist(c.flush(5))                        # the gather of the queue's report is over
+    done = answers(c.persisted(p.token, 10))
+    assert [a.token for a in done] == ["a", "b", "c"]
+    c.execute("a2", SendMessage(NS.key("q"), "a2"), 10)
+    assert c.flush(10) == [FlushDue(0.0125)], "one of three back: wait for the others until 12 ms"
+    c.execute("b2", SendMessage(NS.key("q"), "b2"), 11)
+    assert c.flush(11) == [], "the gather's end is asked for once"
+    c.execute("c2", SendMessage(NS.key("q"), "c2"), 11)
+    p = _persist(c.flush(11))
+    assert len(p.entries) == 1 and len(decode_many(p.entries[0].mutations)) == 3, "all three in one entry"
+
+
+def test_a_gather_ends_at_its_time_with_what_came():
+    c = core(gather_ms=2)
+    c.execute("q", CreateQueue(NS, "q"), 0)
+    c.execute("a", SendMessage(NS.key("q"), "a"), 0)
+    answers(c.persisted(_persist(c.flush(0)).token, 10))
+    c.execute("x", SendMessage(NS.key("q"), "x"), 10)
+    assert c.flush(10) == [FlushDue(0.0125)]
+    assert c.flush(11) == []
+    p = _persist(c.flush(12))
+    done = answers(c.persisted(p.token, 13))
+    assert [a.token for a in done] == ["x"]
+
+
+def test_one_connection_never_waits_for_a_gather():
+    c = core(gather_ms=2)
+    c.execute("q", CreateQueue(NS, "q"), 0)
+    answers(c.persisted(_persist(c.flush(0)).token, 1))
+    for i in range(5):
+        c.execute(i, SendMessage(NS.key("q"), f"m{i}"), 1 + i)
+        (a,) = answers(c.persisted(_persist(c.flush(1 + i)).token, 1 + i))
+        assert a.token == i
+
+
+def test_compaction_and_a_forced_flush_cut_what_a_gather_holds():
+    c = core(min_bytes=1, gather_ms=2)
+    c.execute("q", CreateQueue(NS, "q"), 0)
+    c.execute("a", SendMessage(NS.key("q"), "a"), 0)
+    answers(c.persisted(_persist(c.flush(0)).token, 0))
+    c.execute("b", SendMessage(NS.key("q"), "b"), 0)
+    assert c.flush(0) == [FlushDue(0.0025)], "held by the gather"
+    assert c.compactor.due
+    out = c.tick(0)
+    p = _persist(out)
+    for _ in range(10):
+        if any(type(a) is Snapshot for a in out):
+            break
+        out += c.tick(0)
+    (snap,) = [a for a in out if type(a) is Snapshot]
+    assert snap.at_seq == p.entries[-1].seq, "the snapshot's position covers the operation it reads"
+    for t in "cde":
+        c.execute(t, SendMessage(NS.key("q"), t), 0)
+    answers(c.persisted(p.token, 0))
+    answers(c.persisted(_persist(c.flush(0)).token, 0))    # three answered: the next gathers three
+    c.execute("f", SendMessage(NS.key("q"), "f"), 0)
+    assert c.flush(0) == [FlushDue(0.0025)]
+    assert len(decode_many(_persist(c.flush(0, force=True)).entries[0].mutations)) == 1, "a stop's flush cuts it"

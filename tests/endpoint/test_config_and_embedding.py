@@ -209,3 +209,17 @@ def test_data_dir_settings_are_checked(tmp_path):
     d = Config.from_toml(p).durability
     assert d.data_dir == str(tmp_path / "data"), "relative to the file"
     assert (d.fsync, d.fsync_interval_ms, d.snapshot_min_mb) == ("interval", 50, 64)
+    assert d.gather_ms == 2, "a single node's group commit gathers by default"
+    p.write_text('[storage]\ndata-dir = "data"\ngather-ms = 0\n')
+    assert Config.from_toml(p).durability.gather_ms == 0
+    with pytest.raises((ConfigError, ValueError), match="gather-ms must be a non-negative integer"):
+        Config.from_dict({"storage": {"data-dir": "d", "gather-ms": -1}})
+
+
+def test_data_dir_flags_keep_the_files_other_storage_settings(tmp_path):
+    from elasticmq_py.cli import _with_storage
+    cfg = Config.from_dict({"storage": {"data-dir": "d", "gather-ms": 5, "snapshot-min-mb": 8}})
+    d = _with_storage(cfg, str(tmp_path / "e"), "never").durability
+    assert (d.data_dir, d.fsync, d.gather_ms, d.snapshot_min_mb) == (str(tmp_path / "e"), "never", 5, 8)
+    d = _with_storage(Config(), str(tmp_path / "f"), None).durability
+    assert (d.fsync, d.gather_ms) == ("always", 2)

@@ -244,3 +244,39 @@ def test_records_that_pass_their_crc_but_do_not_decode_refuse_to_start(tmp_path)
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
     assert "the journal's records do not rebuild a state" in p.stderr, p.stderr
+
+
+def test_a_gathered_entry_is_cut_at_the_gathers_end_when_the_others_do_not_come(tmp_path):
+    # Two sends answered by one fsync make the next entry wait for two; when only one comes, the
+    # runtime must run the flush the core asks for at the gather's end (FlushDue(at)).
+    import asyncio
+
+    from cluster.clock import SystemClock
+    from cluster.config import Durability
+    from elasticmq_py.durable import DurableBackend
+    from storage.commands import CreateQueue, Namespace, SendMessage
+
+    ns = Namespace("us-east-1", "000000000000")
+
+    async def main() -> list[float]:
+        backend = DurableBackend(SystemClock(), Durability(str(tmp_path / "d"), gather_ms=50))
+        await backend.start()
+        loop = asyncio.get_running_loop()
+
+        def run(command) -> asyncio.Future:
+            f = loop.create_future()
+            backend.execute(command, lambda r, e: f.set_exception(e) if e else f.set_result(r))
+            return f
+
+        try:
+            await asyncio.wait_for(run(CreateQueue(ns, "q")), 5)
+            await asyncio.sleep(0.1)
+            await asyncio.wait_for(asyncio.gather(run(SendMessage(ns.key("q"), "a")), run(SendMessage(ns.key("q"), "b"))), 5)
+            t0 = loop.time()
+            await asyncio.wait_for(run(SendMessage(ns.key("q"), "c")), 5)
+            return [loop.time() - t0]
+        finally:
+            await backend.stop()
+
+    (waited,) = asyncio.run(main())
+    assert 0.04 <= waited < 2, f"answered after {waited:.3f} s: held by the gather, then cut at its end"
