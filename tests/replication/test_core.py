@@ -460,3 +460,20 @@ def test_a_view_change_ends_a_members_transfer_to_the_previous_views_syncing_mas
     net.settle(20)
     assert net.cores["n1"].serving and net.cores["n1"].epoch == 4
     assert len(net.digests()) == 1
+
+
+def test_a_replica_caught_up_by_a_new_master_holds_each_entry_with_the_epoch_it_was_written_in():
+    # The new master streams what a replica lacks from its log: an entry written in an earlier
+    # epoch must keep that epoch, or the replica's log looks newer than it is at the next sync
+    # ((last_epoch, last_seq) order) and may be taken for the truth over a longer one.
+    net = _serving_with_queue()
+    net.down = {"n3"}
+    for i in range(2, 6):
+        net.execute("n1", SendMessage(NS.key("q"), f"m{i}"), i)
+    net.settle(3)
+    net.down = {"n1"}
+    net.view("n2", 2, ("n2", "n3"))
+    net.settle(5)
+    assert net.cores["n2"].serving
+    held = lambda n: [(e.seq, e.written_epoch) for e in net.cores[n].log.since(1, 100)]
+    assert held("n3") == held("n2") and {epoch for _, epoch in held("n3")} == {1}

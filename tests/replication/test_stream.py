@@ -16,7 +16,7 @@ from storage import IdSource, ManualClock, Storage
 from storage.codec import encode_many
 from storage.commands import CreateQueue, Namespace
 
-from cluster.replication.log import ReplicationLog
+from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.master import Limits, MasterReplicator
 from cluster.replication.messages import (
     Ack, AckPolicy, Batch, Complete, NeedsTransfer, Rejected, Send, SyncRequest, SyncStatus, Throttle,
@@ -205,3 +205,19 @@ def test_group_commit_puts_many_operations_in_one_batch():
     assert len(sends) == 2 and log.last_seq == 1, "one batch, one frame per replica"
     done = m.on_frame("n2", Ack(1, 1), 1)
     assert done == [Complete(tuple(range(100)))]
+
+
+def test_a_replica_whose_last_entry_the_master_trimmed_gets_a_transfer_not_the_stream():
+    # Once the master trimmed the entry at a member's last seq it cannot tell whether the member
+    # holds that entry or a deposed master's (is_prefix_of says None): streaming the next entries
+    # would graft them onto what may be a divergent tail, so only a transfer is safe.
+    log = ReplicationLog(1_000)
+    for seq in range(1, 40):
+        log.append(Entry(seq, 3, b"x" * 100, 0))
+    first = log.first_seq
+    assert first > 2
+    m = MasterReplicator("n1", 3, ("n1", "n2"), log, policy=AckPolicy.NONE)
+    assert m.replica_connected("n2", 0) == [Send("n2", SyncRequest(3, 39))]
+    out = m.on_frame("n2", SyncStatus(3, first - 1, 2, 1), 0)
+    assert out == [NeedsTransfer("n2")], "the entry at its last seq is gone: no stream from first_seq"
+    assert not [a for a in out if type(a) is Send and type(a.frame) is Batch]
