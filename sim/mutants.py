@@ -284,9 +284,10 @@ NOT_FOUND: dict[str, str] = {
         "`deaf` (30 s) found nothing either",
     "held-ack-unclamped":
         "it only changes when a replica acks: `flush` holds again any ack beyond what is durable, "
-        "so no ack claims more than the journal holds. Its one finding (seed 63) was a product "
-        "bug its late acks exposed, a transfer's joiner holding effects its log lacked, fixed by "
-        "the transfer's tail (sim/README.md, \"Mutants\")",
+        "so no ack claims more than the journal holds; the mutant sends no part of a held ack "
+        "until all of it is durable, an fsync later (latency, not safety). Its one finding (seed "
+        "63) was a product bug its late acks exposed, a transfer's joiner holding effects its log "
+        "lacked, fixed by the transfer's tail (sim/README.md, \"Mutants\")",
     "transfer-cut-skipped":
         "the batching hold is off while a master sends a transfer, so operations executed but not "
         "yet logged exist when the last chunk is built only within one turn of the loop (a chunk's "
@@ -294,6 +295,43 @@ NOT_FOUND: dict[str, str] = {
         "then follows at once (the `handoff` path's \"end\" mark stops it at every member, joiner "
         "included, but the instant is rare). tests/replication/test_transfer.py finds it",
 }
+
+
+# The unit test that kills each mutant this suite does not search (SLOW, NOT_FOUND): with it,
+# `make test` fails for every mutant, found by the simulator within its bound or not.
+# tests/sim/test_mutants.py applies each mutant to a copy of the tree and runs its test there,
+# which must fail (the suite itself runs it on the clean tree, where it passes).
+UNIT_TESTS: dict[str, str] = {
+    "master-copy-before-fsync":
+        "tests/cluster/test_node_core_journal.py::"
+        "test_majority_means_on_disk_on_a_majority_the_master_counting_only_once_durable",
+    "resend-rewrites-epoch":
+        "tests/replication/test_core.py::"
+        "test_a_replica_caught_up_by_a_new_master_holds_each_entry_with_the_epoch_it_was_written_in",
+    "position-unknown-is-prefix":
+        "tests/replication/test_stream.py::"
+        "test_a_replica_whose_last_entry_the_master_trimmed_gets_a_transfer_not_the_stream",
+    "sync-quorum-of-view":
+        "tests/replication/test_core.py::test_a_master_serves_only_after_syncing_with_a_majority",
+    "sync-appends-unverified":
+        "tests/replication/test_core.py::"
+        "test_a_syncing_master_appends_nothing_before_its_own_last_entry_is_verified",
+    "fetch-rewrites-epoch":
+        "tests/replication/test_core.py::"
+        "test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_was_written_in",
+    "view-keeps-any-transfer":
+        "tests/replication/test_core.py::"
+        "test_a_view_change_ends_a_members_transfer_to_the_previous_views_syncing_master",
+    "fence-skipped":
+        "tests/cluster/test_election.py::test_a_leader_hands_a_higher_term_vote_request_to_raft_only_after_the_fence",
+    "held-ack-unclamped":
+        "tests/cluster/test_node_core_journal.py::"
+        "test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_the_next_report",
+    "transfer-cut-skipped":
+        "tests/replication/test_transfer.py::test_the_restored_state_is_exactly_the_state_at_the_position_it_names",
+}
+# what a unit test's copy of the tree needs besides PACKAGES
+UNIT_TEST_PACKAGES = ("elasticmq_py", "tests")
 
 
 class MutantDoesNotApply(AssertionError):
@@ -310,14 +348,15 @@ def source_of(m: Mutant, root: Path = ROOT) -> str:
     return text.replace(m.old, m.new)
 
 
-def export(into: Path, rev: str | None = None, root: Path = ROOT) -> Path:
-    """Copy ``PACKAGES`` into ``into``: from the working tree, or (``rev``) from a git revision,
+def export(into: Path, rev: str | None = None, root: Path = ROOT,
+           packages: tuple[str, ...] = PACKAGES) -> Path:
+    """Copy ``packages`` into ``into``: from the working tree, or (``rev``) from a git revision,
     which other people's edits in progress cannot disturb."""
     if rev is None:
-        for pkg in PACKAGES:
+        for pkg in packages:
             shutil.copytree(root / pkg, into / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     else:
-        archive = subprocess.run(["git", "-C", str(root), "archive", rev, *PACKAGES], check=True,
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, *packages], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
@@ -328,6 +367,17 @@ def apply(m: Mutant, tree: Path) -> None:
     target = tree / m.path
     target.write_text(source_of(m, tree))
     py_compile.compile(str(target), doraise=True)   # a mutant must be code, not a syntax error
+
+
+def run_unit_test(m: Mutant | None, nodeid: str, root: Path = ROOT) -> subprocess.CompletedProcess:
+    """pytest ``nodeid`` on a copy of the working tree with ``m`` applied (None: clean). Exit
+    status 1 is a failing test; 4 and 5 mean the test was not found."""
+    with tempfile.TemporaryDirectory(prefix="mutant-unit-") as tmp:
+        tree = export(Path(tmp), root=root, packages=PACKAGES + UNIT_TEST_PACKAGES)
+        if m is not None:
+            apply(m, tree)
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid],
+                              cwd=tree, capture_output=True, text=True, timeout=600)
 
 
 def scenario_kwargs(settings: dict) -> dict:

@@ -8,14 +8,17 @@ seed that found it must pass on the clean copy: the failure is the mutant's doin
 Not searched here: ``SLOW`` (found, but after more seeds than this suite affords) and
 ``NOT_FOUND`` (no failing seed within ``BOUND``: the simulator's known blind spots, each with
 why). ``python -m sim.mutants`` runs them all; sim/README.md, "Mutants", has the measured table.
-Every mutant's text must still apply, those included."""
+Each of those is killed by a unit test instead (``UNIT_TESTS``), checked here on a copy of the
+tree with the mutant applied, so that every mutant fails this suite. Every mutant's text must
+still apply, those included."""
 
 from __future__ import annotations
 
 import pytest
 
 from sim.mutants import (
-    BOUND, BY_NAME, DROPPED, MUTANTS, NOT_FOUND, SLOW, clean_failures, first_failing, source_of,
+    BOUND, BY_NAME, DROPPED, MUTANTS, NOT_FOUND, SLOW, UNIT_TESTS, clean_failures, first_failing, run_unit_test,
+    source_of,
 )
 
 SEARCHED = [m.name for m in MUTANTS if m.name not in SLOW and m.name not in NOT_FOUND]
@@ -42,3 +45,13 @@ def test_the_lists_name_mutants():
     assert not set(SLOW) & set(NOT_FOUND)
     assert not {m.name for m, _ in DROPPED} & set(BY_NAME)
     assert len(SEARCHED) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(UNIT_TESTS))
+def test_a_unit_test_kills_each_mutant_not_searched_here(name):
+    r = run_unit_test(BY_NAME[name], UNIT_TESTS[name])
+    assert r.returncode == 1, f"{UNIT_TESTS[name]} with {name} applied: exit {r.returncode}\n{r.stdout[-2000:]}"
+
+
+def test_every_mutant_not_searched_here_has_its_unit_test():
+    assert set(SLOW) | set(NOT_FOUND) <= set(UNIT_TESTS) <= set(BY_NAME)
