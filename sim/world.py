@@ -1639,10 +1639,15 @@ class World:
         with a majority (itself included) for the last election timeout: up and running, no
         cut, no extra latency, nothing lost or doubled. Each of them then accepted the leader's
         heartbeats within that time, so none grants a pre-vote, and no majority says yes.
-        Exempt (not judged): a stand that the leader asked for (leadership transfer), and any
+        Exempt (not judged): a stand that the leader asked for (leadership transfer), any
         stand while some node's term is ahead of the leader's (a candidate that lost, whose
         term legitimately ran ahead: it refuses the leader's AppendEntries, and grants pre-votes,
-        until the leader adopts its term, cluster/election.py TermAhead)."""
+        until the leader adopts its term, cluster/election.py TermAhead), and a stand from a
+        term behind the leader's, which deposes nobody: its vote requests carry a term no
+        higher than the leader's, which every member at the leader's term refuses. A node
+        resuming from a pause stands so, on grants from before it, before it reads the
+        leader's heartbeats that waited for it (its Raft side stands before the election
+        core's tick would drop the stale stand, as pysyncobj's thread does)."""
         nodes = self.nodes
         leaders = [x for x in nodes.values() if x.alive and x.raft.role == "leader" and x.name != name]
         if not leaders:
@@ -1650,7 +1655,7 @@ class World:
         lead = max(leaders, key=lambda x: x.raft.term)
         term = lead.raft.term
         me = nodes[name]
-        if me.election._transfer or any(x.alive and x.raft.term > term for x in nodes.values()):
+        if me.election._transfer or me.raft.term < term or any(x.alive and x.raft.term > term for x in nodes.values()):
             return
         since = self.now - int(self.timing.election_max * 1e6)
         running, links = self._running_since, self.net.links
