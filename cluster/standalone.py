@@ -106,13 +106,17 @@ class StandaloneCore:
                 out.append(snap)
         return out
 
-    def flush(self, now_ms: int, force: bool = False) -> list[Any]:
+    def flush(self, now_ms: int, force: bool = False, timer_ms: float | None = None) -> list[Any]:
         """The end of a turn: one journal entry for everything staged, unless a gather holds it
-        (module docstring); then a FlushDue for the gather's end, once."""
+        (module docstring); then a FlushDue for the gather's end, once. ``timer_ms``: this is the
+        flush that FlushDue(at) asked for, at ``at`` (in ms): the gather it was asked for is over
+        whatever ``now_ms`` says (the clock is the wall clock, which may have been stepped back
+        meanwhile), and a timer of an earlier gather ends nothing."""
         self._flush_due = False
         if not self._staged_ops:
             return []
-        if not force and now_ms < self._gather_until and len(self._staged_ops) < self._gather_target:
+        over = force or (timer_ms is not None and timer_ms >= self._gather_until)
+        if not over and now_ms < self._gather_until and len(self._staged_ops) < self._gather_target:
             if self._gather_timed:
                 return []
             self._gather_timed = True

@@ -103,7 +103,8 @@ class DurableBackend(LocalBackend):
                     if a.at is None:
                         self._loop.call_soon(self._flush)
                     else:
-                        self._loop.call_later(max(0.0, a.at - self.clock.now_ms() / 1000), self._flush)
+                        self._loop.call_later(max(0.0, a.at - self.clock.now_ms() / 1000), self._flush_timed,
+                                              a.at * 1000)
                 elif t is Persist or t is Snapshot:
                     if self._binding is not None:
                         self._binding.do(a)
@@ -114,6 +115,9 @@ class DurableBackend(LocalBackend):
 
     def _flush(self) -> None:
         self._act(self.core.flush(self.clock.now_ms()))
+
+    def _flush_timed(self, at_ms: float) -> None:
+        self._act(self.core.flush(self.clock.now_ms(), timer_ms=at_ms))
 
     def _persisted(self, token: int) -> None:
         # = _act(core.persisted(token)), without building an Answer per operation

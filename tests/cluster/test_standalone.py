@@ -156,3 +156,21 @@ def test_compaction_and_a_forced_flush_cut_what_a_gather_holds():
     c.execute("f", SendMessage(NS.key("q"), "f"), 0)
     assert c.flush(0) == [FlushDue(0.0025)]
     assert len(decode_many(_persist(c.flush(0, force=True)).entries[0].mutations)) == 1, "a stop's flush cuts it"
+
+
+def test_the_gathers_timer_ends_it_even_if_the_wall_clock_was_stepped_back_but_an_older_timer_does_not():
+    c = core(gather_ms=2)
+    c.execute("q", CreateQueue(NS, "q"), 0)
+    c.execute("a", SendMessage(NS.key("q"), "a"), 0)
+    answers(c.persisted(_persist(c.flush(0)).token, 10))     # two answered: gather two, until 12
+    c.execute("x", SendMessage(NS.key("q"), "x"), 10)
+    (first,) = c.flush(10)
+    assert first == FlushDue(0.0125)
+    c.execute("y", SendMessage(NS.key("q"), "y"), 11)
+    answers(c.persisted(_persist(c.flush(11)).token, 20))    # cut by count; two answered: until 22
+    c.execute("z", SendMessage(NS.key("q"), "z"), 20)
+    (second,) = c.flush(20)
+    assert second == FlushDue(0.0225)
+    assert c.flush(21, timer_ms=first.at * 1000) == [], "the first gather's timer does not end the second"
+    p = _persist(c.flush(5, timer_ms=second.at * 1000))      # the wall clock was stepped back to 5
+    assert [a.token for a in answers(c.persisted(p.token, 6))] == ["z"]
