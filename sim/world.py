@@ -622,7 +622,7 @@ class World:
             self._lease_step(f, 0, 0)
             return
         elif kind == "fork":
-            self._fork_step(f, 0, 0)
+            self._lead_step("fork", f, 0, 0)
             return
         elif kind == "deaf":
             self._deaf_step(f, 0, 0)
@@ -643,7 +643,7 @@ class World:
             self._replay_step(f, 0)
             return
         elif kind == "relink":
-            self._relink_step(f, 0, 0)
+            self._lead_step("relink", f, 0, 0)
             return
         self._check_health()
 
@@ -708,15 +708,16 @@ class World:
 
     # --- an older epoch's longer tail (scenario._fork) --------------------------------------
 
-    def _fork_step(self, f: Fault, step: int, tries: int) -> None:
-        """Step ``step``: cut the master of the moment's stream (Raft stays up: it keeps office
-        and writes a tail that no replica takes) for the step's lead, then isolate it."""
+    def _lead_step(self, kind: str, f: Fault, step: int, tries: int) -> None:
+        """A ``fork`` or ``relink`` step: cut the master of the moment's stream (Raft stays up:
+        it keeps office and writes a tail that no replica takes) for the step's lead, then
+        isolate it, and watch for the next master (``_<kind>_watch``)."""
         if self.healed:
             return
         m = self.master()
         if m is None:
             if tries < 30:
-                self.at(self.now + 100_000, self._fork_step, f, step, tries + 1)
+                self.at(self.now + 100_000, self._lead_step, kind, f, step, tries + 1)
             return
         self._last_fault_at = self.now
         name = m.name
@@ -725,11 +726,11 @@ class World:
         for a, b in stream:
             self.net.cut_stream(a, b)
         self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"][step],
-                                           "fork_step": step})
+                                           f"{kind}_step": step})
         self._check_health()
-        self.at(self.now + int(f.params["lead_s"][step] * 1e6), self._fork_isolate, f, step, name, stream)
+        self.at(self.now + int(f.params["lead_s"][step] * 1e6), self._lead_isolate, kind, f, step, name, stream)
 
-    def _fork_isolate(self, f: Fault, step: int, old: str, stream: list[tuple[str, str]]) -> None:
+    def _lead_isolate(self, kind: str, f: Fault, step: int, old: str, stream: list[tuple[str, str]]) -> None:
         if self.healed:
             return
         self._last_fault_at = self.now
@@ -738,9 +739,12 @@ class World:
         links = [(old, o) for o in self.names if o != old] + [(o, old) for o in self.names if o != old]
         for a, b in links:
             self.net.cut(a, b)
-        self._nemesis(old, "isolate", {"links": [list(x) for x in links], "fork_step": step})
+        self._nemesis(old, "isolate", {"links": [list(x) for x in links], f"{kind}_step": step})
         self._check_health()
-        self.at(self.now + FORK_POLL_US, self._fork_watch, f, step, old, links, None, 0)
+        if kind == "fork":
+            self.at(self.now + FORK_POLL_US, self._fork_watch, f, step, old, links, None, 0)
+        else:
+            self.at(self.now + FORK_POLL_US, self._relink_watch, f, step, old, links, 0)
 
     def _fork_watch(self, f: Fault, step: int, old: str, links: list[tuple[str, str]],
                     new: tuple[str, int] | None, polls: int) -> None:
@@ -805,7 +809,7 @@ class World:
 
     def _fork_next(self, f: Fault, step: int) -> None:
         if step + 1 < len(f.params["lead_s"]):
-            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._fork_step, f, step + 1, 0)
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._lead_step, "fork", f, step + 1, 0)
 
     # --- followers deaf to the master (scenario._deaf) -----------------------------------------
 
@@ -1304,40 +1308,7 @@ class World:
             self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._replay_step, f, step + 1)
 
     # --- a divergent member's stream link lost during its transfer (scenario._relink) -----------
-
-    def _relink_step(self, f: Fault, step: int, tries: int) -> None:
-        """Step ``step``: cut the master of the moment's stream (both ways, Raft up) for the
-        lead: it keeps office and writes a tail no replica takes; then isolate it."""
-        if self.healed:
-            return
-        m = self.master()
-        if m is None:
-            if tries < 30:
-                self.at(self.now + 100_000, self._relink_step, f, step, tries + 1)
-            return
-        self._last_fault_at = self.now
-        name = m.name
-        others = [o for o in self.names if o != name]
-        stream = [(name, o) for o in others] + [(o, name) for o in others]
-        for a, b in stream:
-            self.net.cut_stream(a, b)
-        self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"][step],
-                                           "relink_step": step})
-        self._check_health()
-        self.at(self.now + int(f.params["lead_s"][step] * 1e6), self._relink_isolate, f, step, name, stream)
-
-    def _relink_isolate(self, f: Fault, step: int, old: str, stream: list[tuple[str, str]]) -> None:
-        if self.healed:
-            return
-        self._last_fault_at = self.now
-        for a, b in stream:
-            self.net.restore_stream(a, b)
-        links = [(old, o) for o in self.names if o != old] + [(o, old) for o in self.names if o != old]
-        for a, b in links:
-            self.net.cut(a, b)
-        self._nemesis(old, "isolate", {"links": [list(x) for x in links], "relink_step": step})
-        self._check_health()
-        self.at(self.now + FORK_POLL_US, self._relink_watch, f, step, old, links, 0)
+    # Its steps begin as fork's (``_lead_step``): a tail nobody takes, then isolation.
 
     def _relink_watch(self, f: Fault, step: int, old: str, links: list[tuple[str, str]], polls: int) -> None:
         """Once another master serves, heal ``old``: it holds a tail that master lacks, so the
@@ -1430,7 +1401,7 @@ class World:
 
     def _relink_next(self, f: Fault, step: int) -> None:
         if step + 1 < len(f.params["lead_s"]) and not self.healed:
-            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._relink_step, f, step + 1, 0)
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._lead_step, "relink", f, step + 1, 0)
 
     # --- power cuts timed on the journal (scenario "race") --------------------------------------
 

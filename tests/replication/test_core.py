@@ -407,18 +407,24 @@ def test_a_finished_transfer_whose_acks_were_lost_is_acked_again():
     assert len(net.digests()) == 1 and n3.log.last_seq == n1.log.last_seq
 
 
-def test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_was_written_in():
-    # Fetched entries keep their written epoch: the new master's own last entry then checks out
-    # against the truth's copy of it (sync.py, step 3), and the log it serves from says truly in
-    # which epoch each entry was written, as the next sync's (last_epoch, last_seq) order needs.
+def _n3_behind_then_n1_down() -> "Cluster":
+    """n1 serving epoch 1 sends m2..m5 while n3 is down; then n1 goes down and n3 is back."""
     net = _serving_with_queue()
     net.down = {"n3"}
     for i in range(2, 6):
         net.execute("n1", SendMessage(NS.key("q"), f"m{i}"), i)
     net.settle(3)
+    net.down = {"n1"}
+    return net
+
+
+def test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_was_written_in():
+    # Fetched entries keep their written epoch: the new master's own last entry then checks out
+    # against the truth's copy of it (sync.py, step 3), and the log it serves from says truly in
+    # which epoch each entry was written, as the next sync's (last_epoch, last_seq) order needs.
+    net = _n3_behind_then_n1_down()
     assert net.completed >= set(range(2, 6)) and net.cores["n3"].log.last_seq < net.cores["n2"].log.last_seq
     truth = [(e.seq, e.written_epoch) for e in net.cores["n2"].log.since(1, 100)]
-    net.down = {"n1"}
     net.view("n3", 2, ("n2", "n3"))
     net.settle(5)
     n3 = net.cores["n3"]
@@ -466,12 +472,7 @@ def test_a_replica_caught_up_by_a_new_master_holds_each_entry_with_the_epoch_it_
     # The new master streams what a replica lacks from its log: an entry written in an earlier
     # epoch must keep that epoch, or the replica's log looks newer than it is at the next sync
     # ((last_epoch, last_seq) order) and may be taken for the truth over a longer one.
-    net = _serving_with_queue()
-    net.down = {"n3"}
-    for i in range(2, 6):
-        net.execute("n1", SendMessage(NS.key("q"), f"m{i}"), i)
-    net.settle(3)
-    net.down = {"n1"}
+    net = _n3_behind_then_n1_down()
     net.view("n2", 2, ("n2", "n3"))
     net.settle(5)
     assert net.cores["n2"].serving

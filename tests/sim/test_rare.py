@@ -6,11 +6,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import inspect
+import textwrap
+
 from cluster.replication.messages import AckPolicy
 from sim import generate, simulate
+from sim.mutants import BY_NAME, MutantDoesNotApply
 from sim.scenario import RARE_PROBABILITY, Fault
 
 SEEDS = 300
+
+
+def _mutate(monkeypatch, mutant: str, module, cls, method: str) -> None:
+    """Run ``cls.method`` with sim/mutants.py's ``mutant`` applied to its source, in-process."""
+    m = BY_NAME[mutant]
+    src = inspect.getsource(getattr(cls, method))
+    if src.count(m.old) != 1:
+        raise MutantDoesNotApply(f"{mutant}: its text is not once in {cls.__name__}.{method}")
+    ns: dict = {}
+    exec(compile(textwrap.dedent(src.replace(m.old, m.new)), module.__file__, "exec"), module.__dict__, ns)
+    monkeypatch.setattr(cls, method, ns[method])
 
 
 def test_each_rare_path_is_drawn_with_a_real_probability_and_chains_need_a_long_window():
@@ -230,18 +245,9 @@ def test_an_fsync_hung_across_two_master_changes_acks_nothing_the_journal_lacks(
 def test_a_write_of_the_replaced_history_counted_durable_is_found_by_the_hung_path(monkeypatch):
     # sim/mutants.py durable-after-reset: the hung fsync's report (a seq of the history the
     # transfer replaced) counts as durable in the new one, and releases the held ack
-    import inspect
-    import textwrap
-
     import cluster.node_core as node_core
 
-    src = textwrap.dedent(inspect.getsource(node_core.NodeCore.persisted))
-    old = "if seq is None or self._resets_pending or self.replication.durable_seq is None:"
-    assert src.count(old) == 1
-    ns: dict = {}
-    exec(compile(src.replace(old, "if seq is None or self.replication.durable_seq is None:"), node_core.__file__,
-                 "exec"), node_core.__dict__, ns)
-    monkeypatch.setattr(node_core.NodeCore, "persisted", ns["persisted"])
+    _mutate(monkeypatch, "durable-after-reset", node_core, node_core.NodeCore, "persisted")
     r = _hung(1)
     assert any(f.startswith("durability: ") for f in r.failures), r.failures
 
@@ -263,17 +269,9 @@ def test_a_forwarded_request_sent_again_after_a_reconnection_is_served_once():
 def test_a_master_that_serves_a_forwarded_request_twice_is_found_by_the_replay_path(monkeypatch):
     # sim/mutants.py forward-dedupe-forgets (bug 10): the copy runs the receive again once the
     # message is visible, and the client's delete, holding the first receipt, deletes nothing
-    import inspect
-    import textwrap
-
     import cluster.node_core as node_core
 
-    src = textwrap.dedent(inspect.getsource(node_core.NodeCore._first_forward))
-    old = "    ids.add(request_id)\n"
-    assert src.count(old) == 1
-    ns: dict = {}
-    exec(compile(src.replace(old, ""), node_core.__file__, "exec"), node_core.__dict__, ns)
-    monkeypatch.setattr(node_core.NodeCore, "_first_forward", ns["_first_forward"])
+    _mutate(monkeypatch, "forward-dedupe-forgets", node_core, node_core.NodeCore, "_first_forward")
     r = _replay(19)
     assert any(f.startswith("lost deletes: ") for f in r.failures), r.failures
 
@@ -294,18 +292,9 @@ def test_a_master_that_streams_to_a_reconnected_divergent_member_is_found_by_the
     # sim/mutants.py reconnect-streams-awaiting-transfer (bug 11): on the reconnection the
     # master streams from seq 1, the member takes the entries past its own tail by seq, and its
     # log then claims the master's position over a divergent state
-    import inspect
-    import textwrap
-
     import cluster.replication.master as master
 
-    src = textwrap.dedent(inspect.getsource(master.MasterReplicator.replica_connected))
-    start, end = src.index("    if r.needs_transfer:\n"), src.index("    if fresh and r.positioned:\n")
-    bug = src[:start] + "    if fresh and r.positioned and not r.needs_transfer:\n" \
-        + src[end + len("    if fresh and r.positioned:\n"):]
-    ns: dict = {}
-    exec(compile(bug, master.__file__, "exec"), master.__dict__, ns)
-    monkeypatch.setattr(master.MasterReplicator, "replica_connected", ns["replica_connected"])
+    _mutate(monkeypatch, "reconnect-streams-awaiting-transfer", master, master.MasterReplicator, "replica_connected")
     r = _relink(1)
     assert any("divergence" in f for f in r.failures), r.failures
 
