@@ -280,13 +280,6 @@ NOT_FOUND: dict[str, str] = {
         "holder's snapshot instead of fetching: safe, at the cost of a transfer",
     "view-keeps-any-transfer":
         "the kept sender's chunks carry the older epoch, which the new master's receiver refuses",
-    "fence-skipped":
-        "the loop learns of the deposition from Raft's role change 20-400 us after the vote, and a "
-        "candidate needs several network hops (view, sync, lease acks) before it is active: two "
-        "masters would need the old master's loop stalled across the vote inside its lease. The "
-        "decision is reached (election.leader_fence's alternative differed 238 times in seeds "
-        "0-299 of 60 s, random sizes and policies), and 20 seeds pinned to `lease` and 20 to "
-        "`deaf` (30 s) found nothing either",
     "held-ack-unclamped":
         "it only changes when a replica acks: `flush` holds again any ack beyond what is durable, "
         "so no ack claims more than the journal holds; the mutant sends no part of a held ack "
@@ -327,8 +320,6 @@ UNIT_TESTS: dict[str, str] = {
     "view-keeps-any-transfer":
         "tests/replication/test_core.py::"
         "test_a_view_change_ends_a_members_transfer_to_the_previous_views_syncing_master",
-    "fence-skipped":
-        "tests/cluster/test_election.py::test_a_leader_hands_a_higher_term_vote_request_to_raft_only_after_the_fence",
     "held-ack-unclamped":
         "tests/cluster/test_node_core_journal.py::"
         "test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_the_next_report",

@@ -257,6 +257,8 @@ class SimNode:
             self._election(self.election.on_message(sender, msg, now_s, self._state()))
             return
         t = type(msg)
+        if t is RequestVote and self.world.gc_wait is not None:
+            self.world.gc_check(self, sender, msg.term)   # the `gc` rare path stalls the loop then
         kind = VOTE_REQUEST if t is RequestVote else APPEND if t is AppendEntries \
             else TIMEOUT_NOW if t is TimeoutNow else OTHER
         self._election(self.election.on_raft(sender, kind, msg.term, msg, now_s, self._state()))

@@ -155,9 +155,21 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   reconnection (bug 11) had it take entries by seq onto its divergent tail. The seed keeps
 #   the whole replication log (64 MB, unless another path shrinks it) and plays early in the
 #   fault window, so that the log still starts at seq 1 (World._relink_*).
+# * "gc": a master's event loop stalled across a vote inside its lease. As in "lease", the
+#   master's links to every follower are cut one way until a follower stands; in that instant
+#   the master gets them back (but for the extra deaf ones, ``nodes // 2 - 1`` followers that
+#   stay cut off and vote for the candidate), and the candidate's Raft links are slowed by
+#   ``vote_ms`` for its vote requests: the other followers hear the master first, renewing its
+#   lease, and drop the requests (the vote guard), while the master gets one inside its lease.
+#   In the instant it arrives the master's event loop stalls (a long GC pause, a slow turn),
+#   its Raft thread running on: the fence (cluster/election.py) holds the request until the
+#   loop has stopped serving, or the lease has surely run out. The stall ends ``after_ms``
+#   after another node activates (or after ``max_s``): a master whose Raft voted at once would
+#   still count itself active then, its lease fresh, while the new master serves
+#   (World._gc_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
                     "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3, "replay": 0.3,
-                    "relink": 0.3}
+                    "relink": 0.3, "gc": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -327,13 +339,13 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
     later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped", "hung",
-                                                        "replay", "relink")}
+                                                        "replay", "relink", "gc")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
     lr, ar, fr, dr, qr, hr, wr, ur = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped",
                                                          "hung"))
-    pr, kr = later["replay"], later["relink"]
+    pr, kr, gr = later["replay"], later["relink"], later["gc"]
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
@@ -343,7 +355,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
         k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW,
                                   "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW,
                                   "hung": FORK_MIN_WINDOW, "replay": LEASE_MIN_WINDOW,
-                                  "relink": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+                                  "relink": FORK_MIN_WINDOW, "gc": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
@@ -368,6 +380,8 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             schedule.append(_wiped(wr, fault_start, fault_end))
         if "replay" in plays:
             schedule.append(_replay(pr, fault_start, fault_end))
+        if "gc" in plays:
+            schedule.append(_gc(gr, fault_start, fault_end))
         if "race" in plays:
             if not jextra or jextra.get("fsync") != "always":
                 lo = qr.choice((0.2, 0.5, 1.0))
@@ -599,6 +613,24 @@ def _lease(rng: random.Random, lo: float, hi: float) -> Fault:
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "lease", round(length, 3), "master",
                  {"gap_s": gaps, "hold_s": holds, "vote_delay_ms": delays, "shape": shapes})
+
+
+def _gc(rng: random.Random, lo: float, hi: float) -> Fault:
+    """A master's loop stalled across a vote inside its lease (see RARE_PROBABILITY): ``steps``
+    of them, ``gap_s`` apart."""
+    steps = rng.choice((2, 3, 4))
+    gaps = [round(rng.uniform(0.8, 2.5), 3) for _ in range(steps - 1)]
+    # longer than the master's next heartbeat takes to reach a follower and its ack to come back
+    # (a heartbeat is sent every 50-60 ms), shorter than the vote guard (0.18 s) after it
+    vote_ms = [rng.choice((80, 100, 120)) for _ in range(steps)]
+    # how long after the new master's activation the stalled loop runs again: a loop that
+    # still counts itself active then overlaps it (the lease is 0.15 s)
+    after_ms = [rng.choice((1, 3, 10)) for _ in range(steps)]
+    max_s = [rng.choice((0.3, 0.5, 0.8)) for _ in range(steps)]
+    length = sum(gaps) + steps * 1.5
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "gc", round(length, 3), "master",
+                 {"gap_s": gaps, "vote_ms": vote_ms, "after_ms": after_ms, "max_s": max_s, "pick": rng.random()})
 
 
 def _fault(rng: random.Random, kind: str, at: float, n: int, fault_end: float) -> Fault:

@@ -169,7 +169,8 @@ class World:
                       "handoff_tails": 0, "wiped_crashes": 0, "wiped_isolations": 0, "wiped_at_risk": 0,
                       "hung_fsyncs": 0, "hung_resets": 0, "hung_tails": 0, "hung_releases": 0,
                       "replay_stalls": 0, "replay_frames": 0, "replay_forwards": 0,
-                      "relink_transfers": 0, "relink_reconnects": 0}
+                      "relink_transfers": 0, "relink_reconnects": 0,
+                      "gc_votes": 0, "gc_stalls": 0, "gc_in_lease": 0, "gc_overtaken": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
@@ -178,6 +179,7 @@ class World:
         self.replay_wait: tuple | None = None    # a replay step waiting for a forwarded receive's answer
         self._replaying: set[tuple[str, str]] = set()   # stream connections stalled by it
         self.relink_wait: tuple | None = None    # a relink step waiting for a transfer to its divergent member
+        self.gc_wait: tuple | None = None        # a gc step: waiting for a stand, a vote request, an activation
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
         self.leader_contact: dict[str, tuple[int, str]] = {}
@@ -213,6 +215,9 @@ class World:
         ev = r.event
         if ev == "deactivated":
             self._deactivations[r.node] = self._deactivations.get(r.node, 0) + 1
+        elif ev == "activated":
+            if self.gc_wait is not None and self.gc_wait[0] == "stalled" and r.node != self.gc_wait[3]:
+                self._gc_overtaken(self.gc_wait)
         elif ev in _REACH_EVENTS:
             self._reach(r)
             if ev == "transfer_started" and self.relink_wait is not None:
@@ -644,6 +649,9 @@ class World:
             return
         elif kind == "relink":
             self._lead_step("relink", f, 0, 0)
+            return
+        elif kind == "gc":
+            self._gc_step(f, 0, 0)
             return
         self._check_health()
 
@@ -1481,27 +1489,133 @@ class World:
                     x.writer.slow_us = 0
             self._power_cut_now(f)
 
+    # --- a master's loop stalled across a vote inside its lease (scenario._gc) ------------------
+
+    def _gc_step(self, f: Fault, step: int, tries: int) -> None:
+        """Step ``step``: cut the master's links to every follower one way, and wait for one of
+        them to stand (``stood``) or for LEASE_WAIT_S, as a lease step does."""
+        cut = self._deafen_followers("gc", self._gc_step, f, step, tries)
+        if cut is None:
+            return
+        wait = ("stand", f, step, *cut)
+        self.gc_wait = wait
+        self._check_health()
+        self.at(self.now + int(LEASE_WAIT_S * 1e6), self._gc_give_up, wait)
+
+    def _gc_vote(self, wait: tuple, candidate: str) -> None:
+        """``candidate`` stands now: its vote requests leave after this, slowed by the step's
+        ``vote_ms`` on every link. The master gets its links back, but for ``nodes // 2 - 1``
+        followers besides the candidate that stay deaf to it (they vote for the candidate with
+        the master, a majority; the others, with the master, hold its lease)."""
+        _, f, step, master, out = wait
+        self._last_fault_at = self.now
+        self.reach["gc_votes"] += 1
+        others = [o for o in self.names if o not in (master, candidate)]
+        rng = random.Random(f"{f.params['pick']}:{step}")
+        deaf = sorted(rng.sample(others, len(self.names) // 2 - 1))
+        held = [(master, d) for d in deaf]
+        for a, b in out:
+            if b not in deaf:
+                self.net.restore(a, b)
+        us = int(f.params["vote_ms"][step] * 1000)
+        slowed = [(candidate, o) for o in self.names if o != candidate]
+        for a, b in slowed:
+            self.net.add_delay(a, b, us, (RAFT,))
+        self._nemesis(candidate, "gc_vote", {"master": master, "held": [list(x) for x in held],
+                                             "vote_delay_ms": us // 1000})
+        self._check_health()
+        # what the candidate sends after its vote requests goes at the usual speed (behind them)
+        self.at(self.now + us, self._undelay, slowed, us, (RAFT,))
+        wait = ("vote", f, step, master, held, candidate)
+        self.gc_wait = wait
+        self.at(self.now + us + 200_000, self._gc_give_up, wait)
+
+    def gc_check(self, node: SimNode, sender: str, term: int) -> None:
+        """A Raft vote request reaches ``node`` (sim/node.py, before its election core sees it):
+        the step's candidate's, at the master while it leads, stalls the master's event loop
+        in this instant (its Raft side reads the request on)."""
+        wait = self.gc_wait
+        if wait is None or wait[0] != "vote" or self.healed:
+            return
+        _, f, step, master, held, candidate = wait
+        if node.name != master or sender != candidate or node.raft.role != "leader" or term <= node.raft.term \
+                or master in self.paused or master in self.down:
+            return
+        active = node.core.membership.evaluate(self.now_s)[0]
+        self.reach["gc_stalls"] += 1
+        self.reach["gc_in_lease"] += active
+        self.paused.add(master)
+        self._running_since.pop(master, None)
+        node.freeze(loop_only=True)
+        self._nemesis(master, "stall", {"gc_step": step, "vote_from": candidate, "active": active})
+        self._check_health()
+        wait = ("stalled", f, step, master, held)
+        self.gc_wait = wait
+        self.at(self.now + int(f.params["max_s"][step] * 1e6), self._gc_resume, wait)
+
+    def _gc_overtaken(self, wait: tuple) -> None:
+        """Another node activated while the master's loop stalls: it runs again ``after_ms``
+        later."""
+        self.reach["gc_overtaken"] += 1
+        _, f, step, _, _ = wait
+        self.gc_wait = wait = ("resuming",) + wait[1:]
+        self.at(self.now + f.params["after_ms"][step] * 1000, self._gc_resume, wait)
+
+    def _gc_resume(self, wait: tuple) -> None:
+        if self.gc_wait is not wait or self.healed:
+            return
+        self.gc_wait = None
+        _, f, step, master, held = wait
+        self._resume(master)
+        self._restore_links(held, "gc", None)
+        self._check_health()
+        self._gc_next(f, step)
+
+    def _gc_give_up(self, wait: tuple) -> None:
+        """No follower stood, or the vote request did not reach the master while it led."""
+        if self.gc_wait is not wait or self.healed:
+            return
+        self.gc_wait = None
+        f, step = wait[1], wait[2]
+        self._restore_links(wait[4], "gc", None)
+        self._check_health()
+        self._gc_next(f, step)
+
+    def _gc_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["vote_ms"]):
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._gc_step, f, step + 1, 0)
+
     # --- votes timed inside a lease (scenario._lease) ------------------------------------------
 
     def _lease_step(self, f: Fault, step: int, tries: int) -> None:
         """Step ``step``: cut the master's links to every follower one way, and wait for one of
         them to stand (``stood``) or for LEASE_WAIT_S."""
-        if self.healed:
+        cut = self._deafen_followers("lease", self._lease_step, f, step, tries)
+        if cut is None:
             return
+        wait = (f, step, *cut)
+        self._lease_wait = wait
+        self._check_health()
+        self.at(self.now + int(LEASE_WAIT_S * 1e6), self._lease_unanswered, wait)
+
+    def _deafen_followers(self, kind: str, again: Callable, f: Fault, step: int,
+                          tries: int) -> tuple[str, list[tuple[str, str]]] | None:
+        """A lease or gc step's start: cut the master of the moment's links to every follower
+        one way (they stop hearing it, it still hears them). None while there is no master
+        (``again`` is tried every 0.1 s, 30 times at most)."""
+        if self.healed:
+            return None
         m = self.master()
         if m is None:
             if tries < 30:
-                self.at(self.now + 100_000, self._lease_step, f, step, tries + 1)
-            return
+                self.at(self.now + 100_000, again, f, step, tries + 1)
+            return None
         self._last_fault_at = self.now
         out = [(m.name, o) for o in self.names if o != m.name]
         for a, b in out:
             self.net.cut(a, b)
-        self._nemesis(m.name, "one_way", {"links": [list(x) for x in out], "lease_step": step})
-        wait = (f, step, m.name, out)
-        self._lease_wait = wait
-        self._check_health()
-        self.at(self.now + int(LEASE_WAIT_S * 1e6), self._lease_unanswered, wait)
+        self._nemesis(m.name, "one_way", {"links": [list(x) for x in out], f"{kind}_step": step})
+        return m.name, out
 
     def _lease_unanswered(self, wait: tuple) -> None:
         if self._lease_wait is not wait or self.healed:
@@ -1604,6 +1718,9 @@ class World:
         wait = self._lease_wait
         if wait is not None and name != wait[2] and not self.healed:
             self._lease_vote(wait, name)
+        gc = self.gc_wait
+        if gc is not None and gc[0] == "stand" and name != gc[3] and not self.healed:
+            self._gc_vote(gc, name)
 
     def _judge_disruption(self, name: str) -> None:
         """``name`` stands. No election may depose a leader that has held Raft links both ways

@@ -299,6 +299,30 @@ def test_a_master_that_streams_to_a_reconnected_divergent_member_is_found_by_the
     assert any("divergence" in f for f in r.failures), r.failures
 
 
+def _gc(seed: int):
+    return simulate(generate(seed, nodes=None, policy=None, crash_policy="any", duration=30.0, rare=("gc",)))
+
+
+def test_a_master_whose_loop_stalls_across_a_vote_inside_its_lease_is_fenced_before_raft_votes():
+    # 3 nodes, `majority`: the vote request reaches the master inside its lease as its loop
+    # stalls; the fence holds it until the lease has surely run out, so the new master
+    # activates only after that, and the stalled loop, resumed then, finds its lease gone
+    r = _gc(4)
+    assert (r.scenario.nodes, r.scenario.policy) == (3, "majority")
+    assert r.ok, r.failures
+    assert r.stats["gc_in_lease"] >= 1 and r.stats["gc_overtaken"] >= 1, r.stats
+
+
+def test_a_leader_that_lets_the_next_terms_vote_through_unfenced_is_found_by_the_gc_path(monkeypatch):
+    # sim/mutants.py fence-skipped: Raft votes at once, the candidate activates while the old
+    # master's loop stalls, and that loop, resumed within its lease, still counts itself active
+    import cluster.election as election
+
+    _mutate(monkeypatch, "fence-skipped", election, election.ElectionCore, "on_raft")
+    r = _gc(4)
+    assert any(f.startswith("two active masters") for f in r.failures), r.failures
+
+
 def test_a_leader_re_elected_in_a_later_term_serves_on_that_terms_view_only():
     # sim/mutants.py stale-view-activates (a re-elected leader active on its earlier term's view)
     # fails this seed with a divergence at a quiescent point (16.6 s); the unit tests of the
