@@ -272,9 +272,6 @@ NOT_FOUND: dict[str, str] = {
         "newer makes a shorter log look the most advanced at the next sync, which then drops a "
         "committed delete) until 550a08c, where that seed plays `relink` too: pinned to its "
         "other paths (handoff, lease, tail) seed 216 still fails, with `relink` it passes",
-    "sync-appends-unverified":
-        "bug 4: needs a syncing master with a divergent tail whose fetch answer for its own last "
-        "entry is lost while a later answer arrives (30% frame loss during that sync)",
     "fetch-rewrites-epoch":
         "the syncing master's check of its own last entry sees the relabelled epoch and takes the "
         "holder's snapshot instead of fetching: safe, at the cost of a transfer",
@@ -311,9 +308,6 @@ UNIT_TESTS: dict[str, str] = {
         "test_a_replica_whose_last_entry_the_master_trimmed_gets_a_transfer_not_the_stream",
     "sync-quorum-of-view":
         "tests/replication/test_core.py::test_a_master_serves_only_after_syncing_with_a_majority",
-    "sync-appends-unverified":
-        "tests/replication/test_core.py::"
-        "test_a_syncing_master_appends_nothing_before_its_own_last_entry_is_verified",
     "fetch-rewrites-epoch":
         "tests/replication/test_core.py::"
         "test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_was_written_in",

@@ -302,6 +302,10 @@ class SimNode:
                 self._post(True, self._loop_sample, RaftSample(w.now_s, r.term, r.role, r.leader, r.configured))
                 self._post(True, self._loop_fence, a.term)
 
+    def step_down(self, to: str | None) -> None:
+        """An operator's step-down (the admin route POST /cluster/step-down), ``to`` its target."""
+        self._node_event(self._loop_step_down, (to,))
+
     def _raft_do(self, action: Any) -> None:
         """What the loop side asks of the Raft side (the product's mailbox)."""
         t = type(action)
@@ -331,6 +335,9 @@ class SimNode:
 
     def _loop_fence(self, term: int) -> None:
         self._act(self.core.fence(term, self.world.now_s))
+
+    def _loop_step_down(self, to: str | None) -> None:
+        self._act(self.core.step_down(self.world.now_s, to))
 
     def _core_tick(self) -> None:
         w = self.world
@@ -467,7 +474,7 @@ def _plain(d: dict) -> dict:
 _LOOP_SIDE = frozenset({
     SimNode._on_stream, SimNode._on_request, SimNode._core_tick, SimNode._flush, SimNode._loop_sample,
     SimNode._loop_view, SimNode._loop_lease_ack, SimNode._loop_contact, SimNode._loop_fence,
-    SimNode._loop_persisted, SimNode._loop_journal_failed,
+    SimNode._loop_persisted, SimNode._loop_journal_failed, SimNode._loop_step_down,
 })
 
 

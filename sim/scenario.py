@@ -167,9 +167,21 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   after another node activates (or after ``max_s``): a master whose Raft voted at once would
 #   still count itself active then, its lease fresh, while the new master serves
 #   (World._gc_*).
+# * "comeback": a deposed master made master again over its own divergent tail, the first
+#   answer of its fetch lost. Its stream is cut (Raft up) for ``lead_s``, so it writes a tail
+#   nobody takes; then it is isolated. Once the next master's log has passed the tail's end by
+#   two entries, the old master's Raft links come back (its stream stays cut: it follows in
+#   Raft and takes nothing), and once its Raft log has caught up, ``settle_ms`` later, an
+#   operator asks the master to step down in its favour (the admin route's step-down with a
+#   target, Raft's leadership transfer) and its stream comes back. Syncing, it fetches from the
+#   truth from its own last entry, inclusive, to check that entry; the answer that carries it
+#   is lost (the network's filter, once), while the answers after it arrive. Appended onto the
+#   divergent tail, they would make its log claim the truth's history over a state that is not
+#   (sim/README.md bug 4). The seed keeps the whole replication log, as "relink" does
+#   (World._comeback_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
                     "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3, "replay": 0.3,
-                    "relink": 0.3, "gc": 0.3}
+                    "relink": 0.3, "gc": 0.3, "comeback": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -339,13 +351,13 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
     later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped", "hung",
-                                                        "replay", "relink", "gc")}
+                                                        "replay", "relink", "gc", "comeback")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
     lr, ar, fr, dr, qr, hr, wr, ur = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped",
                                                          "hung"))
-    pr, kr, gr = later["replay"], later["relink"], later["gc"]
+    pr, kr, gr, cr = later["replay"], later["relink"], later["gc"], later["comeback"]
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
@@ -355,7 +367,8 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
         k == "busy" or window >= {"lease": LEASE_MIN_WINDOW, "deaf": LEASE_MIN_WINDOW, "fork": FORK_MIN_WINDOW,
                                   "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW,
                                   "hung": FORK_MIN_WINDOW, "replay": LEASE_MIN_WINDOW,
-                                  "relink": FORK_MIN_WINDOW, "gc": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+                                  "relink": FORK_MIN_WINDOW, "gc": LEASE_MIN_WINDOW,
+                                  "comeback": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
@@ -365,6 +378,9 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
         if "relink" in plays:
             schedule.append(_relink(kr, fault_start, fault_end))
             log_limit_bytes = 64 * 1024 * 1024     # "handoff" and "busy" (below) may shrink it again
+        if "comeback" in plays:
+            schedule.append(_comeback(cr, fault_start, fault_end))
+            log_limit_bytes = 64 * 1024 * 1024     # as for "relink"
         if "lease" in plays:
             schedule.append(_lease(lr, fault_start, fault_end))
         if "fork" in plays:
@@ -613,6 +629,19 @@ def _lease(rng: random.Random, lo: float, hi: float) -> Fault:
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "lease", round(length, 3), "master",
                  {"gap_s": gaps, "hold_s": holds, "vote_delay_ms": delays, "shape": shapes})
+
+
+def _comeback(rng: random.Random, lo: float, hi: float) -> Fault:
+    """A deposed master made master again over its divergent tail (see RARE_PROBABILITY):
+    ``steps`` of them, ``gap_s`` apart; each stage waits at most ``wait_s``."""
+    steps = rng.choice((1, 2, 2))
+    leads = [round(rng.uniform(0.5, 1.5), 3) for _ in range(steps)]
+    settle = [rng.choice((0, 50, 200)) for _ in range(steps)]
+    gaps = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps - 1)]
+    length = sum(leads) + sum(gaps) + steps * 6.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "comeback", round(length, 3), "master",
+                 {"lead_s": leads, "settle_ms": settle, "gap_s": gaps, "wait_s": 3.0})
 
 
 def _gc(rng: random.Random, lo: float, hi: float) -> Fault:

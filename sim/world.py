@@ -56,6 +56,7 @@ HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majorit
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
 FORK_POLL_US = 2_000              # the fork path watches for the next master's first batch this often
 FORK_WAIT_US = 6_000_000          # and gives up (healing the old master) after this long
+COMEBACK_POLL_US = 10_000         # the comeback path watches logs and Raft this often
 HANDOFF_CHUNK_US = 10_000         # the handoff path's "slow" mark: how late the joiner takes each chunk
 PROBE_US = 100_000                # the health probe's period (fault starts are probed at once too)
 QUIESCE_SETTLE_US = 500_000       # every member healthy this long before a quiescent point is judged
@@ -170,7 +171,8 @@ class World:
                       "hung_fsyncs": 0, "hung_resets": 0, "hung_tails": 0, "hung_releases": 0,
                       "replay_stalls": 0, "replay_frames": 0, "replay_forwards": 0,
                       "relink_transfers": 0, "relink_reconnects": 0,
-                      "gc_votes": 0, "gc_stalls": 0, "gc_in_lease": 0, "gc_overtaken": 0}
+                      "gc_votes": 0, "gc_stalls": 0, "gc_in_lease": 0, "gc_overtaken": 0,
+                      "comeback_ahead": 0, "comeback_handed": 0, "comeback_lost": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
@@ -653,6 +655,9 @@ class World:
         elif kind == "gc":
             self._gc_step(f, 0, 0)
             return
+        elif kind == "comeback":
+            self._lead_step("comeback", f, 0, 0)
+            return
         self._check_health()
 
     # --- quick successive failovers (scenario._chain) -------------------------------------------
@@ -717,20 +722,23 @@ class World:
     # --- an older epoch's longer tail (scenario._fork) --------------------------------------
 
     def _lead_step(self, kind: str, f: Fault, step: int, tries: int) -> None:
-        """A ``fork`` or ``relink`` step: cut the master of the moment's stream (Raft stays up:
-        it keeps office and writes a tail that no replica takes) for the step's lead, then
-        isolate it, and watch for the next master (``_<kind>_watch``)."""
+        """A ``fork``, ``relink`` or ``comeback`` step: cut the master of the moment's stream
+        (Raft stays up: it keeps office and writes a tail that no replica takes) for the step's
+        lead, then isolate it, and watch for the next master (``_<kind>_watch``). ``comeback``
+        cuts only the master's side: members that forward clients still reach it, so its
+        tail grows whoever its clients talk to."""
         if self.healed:
             return
         m = self.master()
         if m is None:
-            if tries < 30:
+            # a comeback step waits longer: its later stages need a master of their own
+            if tries < (30 if kind != "comeback" else 100):
                 self.at(self.now + 100_000, self._lead_step, kind, f, step, tries + 1)
             return
         self._last_fault_at = self.now
         name = m.name
         others = [o for o in self.names if o != name]
-        stream = [(name, o) for o in others] + [(o, name) for o in others]
+        stream = [(name, o) for o in others] + ([(o, name) for o in others] if kind != "comeback" else [])
         for a, b in stream:
             self.net.cut_stream(a, b)
         self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"][step],
@@ -751,8 +759,10 @@ class World:
         self._check_health()
         if kind == "fork":
             self.at(self.now + FORK_POLL_US, self._fork_watch, f, step, old, links, None, 0)
-        else:
+        elif kind == "relink":
             self.at(self.now + FORK_POLL_US, self._relink_watch, f, step, old, links, 0)
+        else:
+            self.at(self.now + COMEBACK_POLL_US, self._comeback_ahead, f, step, old, links, 0)
 
     def _fork_watch(self, f: Fault, step: int, old: str, links: list[tuple[str, str]],
                     new: tuple[str, int] | None, polls: int) -> None:
@@ -1410,6 +1420,97 @@ class World:
     def _relink_next(self, f: Fault, step: int) -> None:
         if step + 1 < len(f.params["lead_s"]) and not self.healed:
             self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._lead_step, "relink", f, step + 1, 0)
+
+    # --- a deposed master made master again over its divergent tail (scenario._comeback) --------
+
+    def _comeback_ahead(self, f: Fault, step: int, old: str, links: list[tuple[str, str]], polls: int) -> None:
+        """``old`` is isolated with its tail: once another master serves and its log has passed
+        the tail's end by two entries, give ``old`` its Raft links back, its stream cut."""
+        if self.healed:
+            return
+        m = self.master()
+        node = self.nodes[old]
+        if m is not None and m.name != old and node.alive \
+                and m.core.replication.log.last_seq >= node.core.replication.log.last_seq + 2:
+            self.reach["comeback_ahead"] += 1
+            self._last_fault_at = self.now
+            stream = [(old, o) for o in self.names if o != old] + [(o, old) for o in self.names if o != old]
+            for a, b in stream:
+                self.net.cut_stream(a, b)
+            self._restore_links(links, "comeback", None)
+            self._nemesis(old, "stream_cut", {"links": [list(x) for x in stream], "comeback_step": step})
+            self._check_health()
+            self.at(self.now + COMEBACK_POLL_US, self._comeback_caught_up, f, step, old, m.name, stream, 0)
+        elif polls * COMEBACK_POLL_US > f.params["wait_s"] * 1e6:
+            self._restore_links(links, "comeback", None)
+            self._check_health()
+            self._comeback_next(f, step)
+        else:
+            self.at(self.now + COMEBACK_POLL_US, self._comeback_ahead, f, step, old, links, polls + 1)
+
+    def _comeback_caught_up(self, f: Fault, step: int, old: str, master: str, stream: list[tuple[str, str]],
+                            polls: int) -> None:
+        """Once ``old`` follows ``master`` in Raft with its whole log, ``settle_ms`` later, the
+        operator's step-down."""
+        if self.healed:
+            return
+        m, node = self.nodes[master], self.nodes[old]
+        if not m.alive or not node.alive or self.master() is not m or polls * COMEBACK_POLL_US > f.params["wait_s"] * 1e6:
+            self._comeback_restore(f, step, stream)
+            self._comeback_next(f, step)
+        elif node.raft.leader == master and node.raft.last_index >= m.raft.last_index:
+            self.at(self.now + int(f.params["settle_ms"][step] * 1000), self._comeback_hand, f, step, old, master,
+                    stream)
+        else:
+            self.at(self.now + COMEBACK_POLL_US, self._comeback_caught_up, f, step, old, master, stream, polls + 1)
+
+    def _comeback_hand(self, f: Fault, step: int, old: str, master: str, stream: list[tuple[str, str]]) -> None:
+        """The master steps down in favour of ``old``, whose stream comes back; the answer that
+        would verify its own last entry, when its sync fetches, is lost (once)."""
+        if self.healed:
+            return
+        m, node = self.nodes[master], self.nodes[old]
+        if m.alive and node.alive and not m.frozen and self.master() is m:
+            self.reach["comeback_handed"] += 1
+            self._nemesis(master, "step_down", {"to": old, "comeback_step": step})
+            m.step_down(old)
+            lost: list[bool] = []
+
+            def gate(msg: Any) -> bool:
+                # the answer that carries the syncing master's own last entry, once
+                if lost or type(msg) is not Batch:
+                    return True
+                rc = self.nodes[old].core.replication
+                if rc.sync is None or rc.sync.state != rc.sync.FETCHING or msg.seq != rc.log.last_seq:
+                    return True
+                lost.append(True)
+                self.reach["comeback_lost"] += 1
+                self.at(self.now, self._comeback_ungate, old)
+                return False
+
+            for o in self.names:
+                if o != old:
+                    self.net.gates[(o, old)] = gate
+            self.at(self.now + int(f.params["wait_s"] * 1e6), self._comeback_ungate, old)
+        self._comeback_restore(f, step, stream)
+        self._comeback_next(f, step)
+
+    def _comeback_ungate(self, old: str) -> None:
+        popped = [self.net.gates.pop((o, old), None) for o in self.names if o != old]
+        if any(popped) and not self.healed:
+            self._check_health()
+
+    def _comeback_restore(self, f: Fault, step: int, stream: list[tuple[str, str]]) -> None:
+        if self.healed:
+            return
+        for a, b in stream:
+            self.net.restore_stream(a, b)
+        self._nemesis("", "heal", {"fault": "comeback", "links": [list(x) for x in stream]})
+        self._check_health()
+
+    def _comeback_next(self, f: Fault, step: int) -> None:
+        if step + 1 < len(f.params["lead_s"]) and not self.healed:
+            self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._lead_step, "comeback", f, step + 1, 0)
 
     # --- power cuts timed on the journal (scenario "race") --------------------------------------
 
