@@ -283,12 +283,6 @@ NOT_FOUND: dict[str, str] = {
         "until all of it is durable, an fsync later (latency, not safety). Its one finding (seed "
         "63) was a product bug its late acks exposed, a transfer's joiner holding effects its log "
         "lacked, fixed by the transfer's tail (sim/README.md, \"Mutants\")",
-    "transfer-cut-skipped":
-        "the batching hold is off while a master sends a transfer, so operations executed but not "
-        "yet logged exist when the last chunk is built only within one turn of the loop (a chunk's "
-        "ack handled between a client's operation and that turn's flush), and the flush's batch "
-        "then follows at once (the `handoff` path's \"end\" mark stops it at every member, joiner "
-        "included, but the instant is rare). tests/replication/test_transfer.py finds it",
 }
 
 
@@ -317,8 +311,6 @@ UNIT_TESTS: dict[str, str] = {
     "held-ack-unclamped":
         "tests/cluster/test_node_core_journal.py::"
         "test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_the_next_report",
-    "transfer-cut-skipped":
-        "tests/replication/test_transfer.py::test_the_restored_state_is_exactly_the_state_at_the_position_it_names",
     # pinned seeds of the simulator: no unit test of the cores reaches these two
     "amnesiac-caught-up-at-once":
         "tests/sim/test_rare.py::test_a_master_lost_before_wiped_members_caught_up_loses_nothing",

@@ -198,7 +198,13 @@ class SimNode:
         fn(*args)
 
     def receive(self, plane: int, sender: str, msg: Any) -> None:
+        if plane == STREAM and self.world.turn_wait is not None and self.world.turn_hold(self, sender, msg):
+            return      # the `turn` rare path: read in the turn of the next client operation
         self._node_event(self._on_raft if plane == RAFT else self._on_stream, (sender, msg))
+
+    def read_held(self, sender: str, msg: Any) -> None:
+        """A stream frame that arrived earlier is read now (``World.turn_hold``)."""
+        self._node_event(self._on_stream, (sender, msg))
 
     def request(self, req: "Request") -> None:
         self._node_event(self._on_request, (req,))
@@ -368,6 +374,8 @@ class SimNode:
         t = type(route)
         if t is Local:
             self._act(self.core.execute(_Op(req, req.command, now_s), req.command, now_s))
+            if self.world.turn_wait is not None:
+                self.world.turn_op(self)   # the `turn` rare path: a frame read in this turn
         elif t is ForwardTo:
             self._act(self.core.forward(req, req.command, now_s))
         else:
@@ -419,6 +427,8 @@ class SimNode:
             elif t is ServeForwarded:
                 op = _Op(("forwarded", a.sender, a.request_id), a.payload, w.now_s)
                 self._act(self.core.execute(op, a.payload, w.now_s))
+                if w.turn_wait is not None:
+                    w.turn_op(self)
             elif t is ToRaft:
                 self._post(False, self._raft_do, a.action)
             elif t is Record:

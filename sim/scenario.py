@@ -179,9 +179,20 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   divergent tail, they would make its log claim the truth's history over a state that is not
 #   (sim/README.md bug 4). The seed keeps the whole replication log, as "relink" does
 #   (World._comeback_*).
+# * "turn": a transfer's last chunk built in the loop turn in which the master executed a
+#   client's operation, not yet cut into the log. A replica is down for ``down_s`` (a small
+#   log makes its catch-up a transfer, read whole in one turn: chunks of up to 200 records,
+#   8 in flight); when it is back, its frames that start or advance a transfer (its
+#   positioning answer, its chunk acks) reach the master in the turn of the master's next
+#   client operation, right after it (at most ``cap_ms`` late), as a busy loop reads a socket
+#   and an HTTP request in one turn. Once a last chunk was built in such a turn, the members
+#   take no batch past the position it names (the "handoff" path's "end" filter), and once
+#   the joiner holds the transfer the master is isolated ``settle_ms`` later: a last chunk
+#   naming a position without the operation, whose effects the read saw, leaves the joiner
+#   holding effects no member's log carries (World._turn_*).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
                     "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3, "replay": 0.3,
-                    "relink": 0.3, "gc": 0.3, "comeback": 0.3}
+                    "relink": 0.3, "gc": 0.3, "comeback": 0.3, "turn": 0.3}
 CHAIN_MIN_WINDOW = 20.0
 FORK_MIN_WINDOW = 10.0
 LEASE_MIN_WINDOW = 4.0
@@ -351,13 +362,13 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     # The paths added later each draw from a generator of their own, so that every seed kept
     # the draws above; each generator goes on to draw its path's faults below.
     later = {k: random.Random(f"{k}:{seed}") for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped", "hung",
-                                                        "replay", "relink", "gc", "comeback")}
+                                                        "replay", "relink", "gc", "comeback", "turn")}
     for k, g in later.items():
         if g.random() < RARE_PROBABILITY[k]:
             drawn = tuple(sorted(drawn + (k,)))
     lr, ar, fr, dr, qr, hr, wr, ur = (later[k] for k in ("lease", "amnesia", "fork", "deaf", "race", "handoff", "wiped",
                                                          "hung"))
-    pr, kr, gr, cr = later["replay"], later["relink"], later["gc"], later["comeback"]
+    pr, kr, gr, cr, tr = later["replay"], later["relink"], later["gc"], later["comeback"], later["turn"]
     plays = drawn if rare is None else tuple(sorted(rare))
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
@@ -368,7 +379,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                                   "handoff": LEASE_MIN_WINDOW, "wiped": LEASE_MIN_WINDOW,
                                   "hung": FORK_MIN_WINDOW, "replay": LEASE_MIN_WINDOW,
                                   "relink": FORK_MIN_WINDOW, "gc": LEASE_MIN_WINDOW,
-                                  "comeback": FORK_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
+                                  "comeback": FORK_MIN_WINDOW, "turn": LEASE_MIN_WINDOW}.get(k, CHAIN_MIN_WINDOW)))
     plays = tuple(k for k in plays if k != "amnesia" or (journal is not False and fsync in (None, "interval", "never")))
     plays = tuple(k for k in plays if k != "race" or (journal is not False and fsync in (None, "always")
                                                       and "amnesia" not in plays))
@@ -387,6 +398,10 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
             schedule.append(_fork(fr, fault_start, fault_end))
         if "deaf" in plays:
             schedule.append(_deaf(dr, fault_start, fault_end, n))
+        if "turn" in plays:
+            schedule.append(_turn(tr, fault_start, fault_end))
+            log_limit_bytes = min(log_limit_bytes, 4 * 1024)   # a replica down for a second falls behind it
+            chunk_records = 200     # a small state is read, and its last chunk built, in one turn
         if "handoff" in plays:
             schedule.append(_handoff(hr, fault_start, fault_end))
             log_limit_bytes = min(log_limit_bytes, 8 * 1024)   # a replica down for a second falls behind it
@@ -629,6 +644,22 @@ def _lease(rng: random.Random, lo: float, hi: float) -> Fault:
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "lease", round(length, 3), "master",
                  {"gap_s": gaps, "hold_s": holds, "vote_delay_ms": delays, "shape": shapes})
+
+
+def _turn(rng: random.Random, lo: float, hi: float) -> Fault:
+    """A transfer's last chunk built in the turn of a client's operation (see
+    RARE_PROBABILITY): ``steps`` of them, ``gap_s`` apart, each a "handoff" step (its
+    params) with the joiner's frames aligned to the master's operations."""
+    steps = rng.choice((1, 2, 2))
+    downs = [round(rng.uniform(1.5, 3.0), 3) for _ in range(steps)]
+    settle = [rng.choice((0, 5, 50)) for _ in range(steps)]
+    holds = [round(rng.uniform(0.5, 2.0), 3) for _ in range(steps)]
+    gaps = [round(rng.uniform(1.0, 3.0), 3) for _ in range(steps - 1)]
+    length = sum(downs) + sum(holds) + sum(gaps) + steps * 2.0
+    at = round(rng.uniform(lo, max(lo, hi - length)), 3)
+    return Fault(at, "turn", round(length, 3), "master",
+                 {"down_s": downs, "settle_ms": settle, "hold_s": holds, "gap_s": gaps, "wait_s": 4.0,
+                  "cap_ms": rng.choice((20, 50)), "pick": rng.random()})
 
 
 def _comeback(rng: random.Random, lo: float, hi: float) -> Fault:

@@ -33,7 +33,7 @@ from cluster.config import Timing
 from cluster.node_core import POLICY_TAG
 from cluster.replication.core import REPLICA
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Batch, Forward, SyncRequest
+from cluster.replication.messages import AckPolicy, Batch, Forward, SnapshotAck, SyncRequest, SyncStatus
 
 from cluster.journal.journal import JournalDamaged
 from storage.commands import ReceiveMessage
@@ -172,7 +172,8 @@ class World:
                       "replay_stalls": 0, "replay_frames": 0, "replay_forwards": 0,
                       "relink_transfers": 0, "relink_reconnects": 0,
                       "gc_votes": 0, "gc_stalls": 0, "gc_in_lease": 0, "gc_overtaken": 0,
-                      "comeback_ahead": 0, "comeback_handed": 0, "comeback_lost": 0}
+                      "comeback_ahead": 0, "comeback_handed": 0, "comeback_lost": 0,
+                      "turn_aligned": 0, "turn_last_chunks": 0, "turn_isolations": 0}
         self._lease_wait: tuple | None = None    # a lease step waiting for a follower to stand
         self.deaf_wait: tuple | None = None      # a deaf step waiting for a deaf follower's pre-vote
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
@@ -182,6 +183,7 @@ class World:
         self._replaying: set[tuple[str, str]] = set()   # stream connections stalled by it
         self.relink_wait: tuple | None = None    # a relink step waiting for a transfer to its divergent member
         self.gc_wait: tuple | None = None        # a gc step: waiting for a stand, a vote request, an activation
+        self.turn_wait: tuple | None = None      # a turn step: the joiner's frames held for a master's operation
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
         self.leader_contact: dict[str, tuple[int, str]] = {}
@@ -658,6 +660,9 @@ class World:
         elif kind == "comeback":
             self._lead_step("comeback", f, 0, 0)
             return
+        elif kind == "turn":
+            self._handoff_step(f, 0, 0)
+            return
         self._check_health()
 
     # --- quick successive failovers (scenario._chain) -------------------------------------------
@@ -890,7 +895,7 @@ class World:
                 self._handoff_next(f, step)
             return
         self._last_fault_at = self.now
-        self._kill(joiner, "handoff")
+        self._kill(joiner, f.kind)
         self.at(self.now + int(f.params["down_s"][step] * 1e6), self._handoff_rejoin, f, step, joiner,
                 self._down_gen[joiner])
 
@@ -898,7 +903,10 @@ class World:
         if self.healed:
             return
         self._restart(joiner, gen)
-        self._handoff_watch(f, step, joiner, None, 0)
+        if f.kind == "turn":
+            self._turn_arm(f, step, joiner)
+        else:
+            self._handoff_watch(f, step, joiner, None, 0)
 
     def _handoff_watch(self, f: Fault, step: int, joiner: str, gated: tuple | None, polls: int) -> None:
         """Once a serving master sends ``joiner`` a transfer, every member's stream from it stops
@@ -942,7 +950,8 @@ class World:
                 return
             taken = j.core.replication.last_transfer if j.alive else None
             if taken is not None and taken.get("direction") == "received" and taken.get("peer") == master:
-                self.reach["handoff_tails"] += taken["at_seq"] > at
+                if f.kind == "handoff":
+                    self.reach["handoff_tails"] += taken["at_seq"] > at
                 self.at(self.now + int(f.params["settle_ms"][step] * 1000), self._handoff_isolate, f, step, gated)
                 return
         if polls * FORK_POLL_US > f.params["wait_s"] * 1e6:
@@ -960,14 +969,14 @@ class World:
         links = [(master, o) for o in self.names if o != master] + [(o, master) for o in self.names if o != master]
         for a, b in links:
             self.net.cut(a, b)
-        self.reach["handoff_isolations"] += 1
-        self._nemesis(master, "isolate", {"links": [list(x) for x in links], "handoff_step": step})
+        self.reach[f"{f.kind}_isolations"] += 1
+        self._nemesis(master, "isolate", {"links": [list(x) for x in links], f"{f.kind}_step": step})
         self._handoff_ungate(f, step, gated)   # after the cut: what the slowed links carried is lost
         self._check_health()
         self.at(self.now + int(f.params["hold_s"][step] * 1e6), self._handoff_heal, f, step, links)
 
     def _handoff_heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
-        self._restore_links(links, "handoff", None)
+        self._restore_links(links, f.kind, None)
         self._check_health()
         self._handoff_next(f, step)
 
@@ -982,6 +991,87 @@ class World:
     def _handoff_next(self, f: Fault, step: int) -> None:
         if step + 1 < len(f.params["down_s"]) and not self.healed:
             self.at(self.now + int(f.params["gap_s"][step] * 1e6), self._handoff_step, f, step + 1, 0)
+
+    # --- a transfer's last chunk built in the turn of a client's operation (scenario._turn) ------
+
+    def _turn_arm(self, f: Fault, step: int, joiner: str) -> None:
+        """The joiner is back: its stream frames that start or advance a transfer (SyncStatus,
+        SnapshotAck) wait, once they have arrived, for the receiver's next turn with a client's
+        operation (``turn_op``), at most ``cap_ms``, and so does whatever arrives after them on
+        that link (FIFO): they sat in the socket until the loop read it with a request."""
+        held: dict[str, list[tuple[Any, int]]] = {o: [] for o in self.names if o != joiner}
+        holds = {o: 0 for o in held}    # per receiver: how many times frames began to be held
+        wait = (f, step, joiner, held, holds)
+        self.turn_wait = wait
+        self.at(self.now + int(f.params["wait_s"] * 1e6), self._turn_give_up, wait)
+
+    def turn_hold(self, node: SimNode, sender: str, msg: Any) -> bool:
+        """sim/node.py, as a stream frame reaches ``node``: whether this path holds it."""
+        wait = self.turn_wait
+        if wait is None or sender != wait[2] or self.healed:
+            return False
+        q = wait[3][node.name]
+        if not q and type(msg) not in (SyncStatus, SnapshotAck):
+            return False
+        if not q:
+            wait[4][node.name] += 1
+            self.at(self.now + wait[0].params["cap_ms"] * 1000, self._turn_release, wait, node.name,
+                    wait[4][node.name])
+        q.append((msg, self.net.links[(sender, node.name)].gen))
+        return True
+
+    def _turn_deliver(self, wait: tuple, dst: str) -> None:
+        """The frames held for ``dst`` are read now (those of a connection reset meanwhile, or of
+        an incarnation of ``dst`` that died, are lost)."""
+        joiner, q = wait[2], wait[3][dst]
+        frames, q[:] = list(q), []
+        node = self.nodes.get(dst)
+        for msg, gen in frames:
+            if node is None or not node.alive or self.net.links[(joiner, dst)].gen != gen:
+                continue
+            node.read_held(joiner, msg)
+
+    def _turn_release(self, wait: tuple, dst: str, hold: int) -> None:
+        """No operation came within ``cap_ms`` of the hold's first frame: its frames are read now."""
+        if self.turn_wait is wait and wait[4][dst] == hold and wait[3][dst]:
+            self._turn_deliver(wait, dst)
+
+    def turn_op(self, node: SimNode) -> None:
+        """sim/node.py, right after ``node`` executed a client's operation (its turn goes on):
+        the joiner's frames held for it arrive now. If that built the last chunk of a transfer
+        to the joiner, members take no batch past the position it names, and once the joiner
+        holds the transfer the master is isolated (the "handoff" path's "end" step)."""
+        wait = self.turn_wait
+        if wait is None or self.healed or not wait[3].get(node.name):
+            return
+        f, step, joiner = wait[:3]
+        rc = node.core.replication
+        staged = rc.master_core.status(self.now_ms)["staged_ops"] if rc.master_core is not None else 0
+        if not staged:
+            return      # an operation that changed nothing: wait for one that did
+        self.reach["turn_aligned"] += 1
+        self._turn_deliver(wait, node.name)
+        sender = rc.senders.get(joiner)
+        if sender is None or sender.end_seq is None or not rc.serving:
+            return
+        self.turn_wait = None
+        end = sender.end_seq
+        self.reach["turn_last_chunks"] += 1
+        gate = lambda msg: type(msg) is not Batch or msg.seq <= end  # noqa: E731
+        for o in self.names:
+            if o != node.name:
+                self.net.gates[(node.name, o)] = gate
+        self._nemesis(node.name, "handoff_gate", {"joiner": joiner, "mark": "turn", "at_seq": end, "staged": staged})
+        self._check_health()
+        self._handoff_watch(f, step, joiner, (node.name, end, ()), 0)
+
+    def _turn_give_up(self, wait: tuple) -> None:
+        if self.turn_wait is not wait:
+            return
+        self.turn_wait = None
+        for dst in wait[3]:
+            self._turn_deliver(wait, dst)
+        self._handoff_next(wait[0], wait[1])
 
     # --- a master lost before the members it positioned after a wipe caught up (scenario._wiped) ---
 
