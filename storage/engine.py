@@ -236,6 +236,15 @@ class Storage:
                 if q is not None:
                     i = q.add_run(mutations, i, now)
                     continue
+            elif t is MessageChanged or t is MessageDeleted:
+                # the same for receives, visibility changes and deletes: = _apply_message_changed
+                # and _apply_message_deleted, a run at a time
+                q = queues.get(m.qid)
+                if q is not None:
+                    i = q.change_run(mutations, i) if t is MessageChanged else q.remove_run(mutations, i)
+                else:
+                    i += 1
+                continue
             else:
                 applier = appliers.get(t)
                 if applier is None:

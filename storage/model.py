@@ -43,7 +43,8 @@ from typing import Callable, Iterator, Mapping
 import msgspec
 
 from storage.commands import QueueKey
-from storage.mutations import AttemptEntry, DedupEntry, MessageAdded, MessageRecord, MoveTaskRecord
+from storage.mutations import (AttemptEntry, DedupEntry, MessageAdded, MessageChanged, MessageDeleted, MessageRecord,
+                               MoveTaskRecord)
 from storage.queue_config import QueueConfig
 
 READY, PENDING = 0, 1
@@ -278,6 +279,89 @@ class Queue:
         self.until_compact_check -= 1
         if self.until_compact_check <= 0:
             self._maybe_compact()
+
+    def change_run(self, mutations: list, i: int) -> int:
+        """Apply the MessageChanged records of this queue from ``mutations[i]`` on, as ``change``
+        each that is newer than the message held here; returns the index of the first record
+        that is something else. A replica's stream under receives is runs of them (ten per
+        receive of ten): one call per run, ``change`` inlined."""
+        n = len(mutations)
+        qid = self.qid
+        messages, by_receipt, pending = self.messages, self.by_receipt, self.pending
+        while i < n:
+            m = mutations[i]
+            if type(m) is not MessageChanged or m.qid != qid:
+                break
+            i += 1
+            msg = messages.get(m.message_id)
+            version = m.version
+            if msg is None or version <= msg.version:
+                continue
+            if msg.where == READY:          # = _leave
+                self.n_ready -= 1
+            elif msg.receive_count > 0:
+                self.n_inflight -= 1
+            else:
+                self.n_delayed -= 1
+            receipt = m.receipt
+            old = msg.receipt
+            if receipt != old:
+                if old is not None:
+                    del by_receipt[old]
+                if receipt is not None:
+                    by_receipt[receipt] = msg
+                msg.receipt = receipt
+            msg.version = version
+            msg.visible_ms = visible_ms = m.visible_ms
+            msg.receive_count = count = m.receive_count
+            msg.first_receive_ms = m.first_receive_ms
+            msg.last_receive_ms = m.last_receive_ms
+            msg.where = PENDING
+            if count > 0:
+                self.n_inflight += 1
+            else:
+                self.n_delayed += 1
+            rec = msg.rec
+            _heappush(pending, (visible_ms, rec.serial, rec.message_id, version))
+            self.until_compact_check -= 1
+            if self.until_compact_check <= 0:
+                self._maybe_compact()
+                pending = self.pending      # compaction may have rebuilt it
+        return i
+
+    def remove_run(self, mutations: list, i: int) -> int:
+        """Apply the MessageDeleted records of this queue from ``mutations[i]`` on, as ``remove``
+        each whose message is held here; returns the index of the first record that is something
+        else (as ``change_run``: a replica's stream under deletes)."""
+        n = len(mutations)
+        qid = self.qid
+        fifo = self.fifo
+        messages, by_receipt = self.messages, self.by_receipt
+        while i < n:
+            m = mutations[i]
+            if type(m) is not MessageDeleted or m.qid != qid:
+                break
+            i += 1
+            mid = m.message_id
+            msg = messages.get(mid)
+            if msg is None:
+                continue
+            if fifo:
+                self.remove(msg)
+                continue
+            if msg.where == READY:          # = remove, for a standard queue
+                self.n_ready -= 1
+            elif msg.receive_count > 0:
+                self.n_inflight -= 1
+            else:
+                self.n_delayed -= 1
+            del messages[mid]
+            if msg.receipt is not None:
+                del by_receipt[msg.receipt]
+            self.until_compact_check -= 1
+            if self.until_compact_check <= 0:
+                self._maybe_compact()
+        return i
 
     def remove(self, msg: Message) -> None:
         self._leave(msg)

@@ -173,3 +173,71 @@ def test_workload_reaches_every_mutation_type():
 
     explore()
     assert wanted <= seen, f"never produced: {sorted(t.__name__ for t in wanted - seen)}"
+
+
+def test_runs_of_receives_visibility_changes_and_deletes_applied_in_one_batch_hold_the_masters_state():
+    """A replica's batch under receive and delete load is long runs of MessageChanged and of
+    MessageDeleted, which apply_many applies a run at a time (Queue.change_run, remove_run):
+    across index compactions (every 256 changes), stale and repeated versions, messages gone
+    or never held, and runs of two queues cut into each other, the replica holds the master's
+    state and receives as the master would."""
+    from storage.commands import (
+        ChangeMessageVisibilityBatch, ChangeMessageVisibilityBatchEntry, CreateQueue, DeleteMessageBatch,
+        DeleteMessageBatchEntry, Namespace, SendMessageBatch, SendMessageBatchEntry,
+    )
+    from storage.mutations import MessageChanged, MessageDeleted
+
+    clock = ManualClock(1_000)
+    master = Storage(clock, IdSource(5))
+    ns = Namespace("eu-west-1", "123456789012")
+    out: list = []
+
+    def run(cmd):
+        result, muts = master.execute(cmd)
+        out.extend(muts)
+        return result
+
+    keys = []
+    for name, attrs in (("std", {}), ("o.fifo", {"FifoQueue": "true", "ContentBasedDeduplication": "true"})):
+        run(CreateQueue(ns, name, attrs))
+        key = ns.key(name)
+        keys.append(key)
+        for b in range(60):
+            run(SendMessageBatch(key, tuple(SendMessageBatchEntry(str(k), f"{name}-{b}-{k}",
+                                                                  group_id=f"g{k % 3}" if "fifo" in name else None)
+                                            for k in range(10))))
+    r = Storage(clock, IdSource(999))      # the master's clock: it receives below, as the master
+    r.apply_many(out)
+    out.clear()
+    received = {k: [] for k in keys}
+    for _ in range(80):     # runs of changes of both queues, interleaved
+        for key in keys:
+            received[key] += run(ReceiveMessage(key, 10, 30)).messages
+    std, fifo = keys
+    last = received[std][-10:]      # kept: each changed again and again, past a compaction
+    for t in range(200):
+        run(ChangeMessageVisibilityBatch(std, tuple(ChangeMessageVisibilityBatchEntry(str(k), m.receipt_handle, 30 + t)
+                                                    for k, m in enumerate(last))))
+    run(ChangeMessageVisibilityBatch(std, tuple(ChangeMessageVisibilityBatchEntry(str(k), m.receipt_handle, 0)
+                                                for k, m in enumerate(last))))
+    assert len(run(ReceiveMessage(std, 10, 40)).messages) == 10     # again, under new receipts
+    for key in keys:
+        for i in range(0, len(received[key]) - 20, 10):
+            run(DeleteMessageBatch(key, tuple(DeleteMessageBatchEntry(str(k), m.receipt_handle)
+                                              for k, m in enumerate(received[key][i:i + 10]))))
+    kinds = {type(m) for m in out}
+    assert kinds == {MessageChanged, MessageDeleted}
+    q = r._by_key[("eu-west-1", "123456789012", "std")]
+    before = len(q.pending)
+    r.apply_many(out)
+    assert len(q.pending) < before + 200 * 10      # compacted in the run
+    assert_same_state(r, master)
+    r.apply_many(out)               # every record again: stale versions and deleted messages
+    r.apply_many(out[: len(out) // 2])
+    assert_same_state(r, master)
+    clock.advance(300_000)          # the rest visible again, on both, in the same order
+    for key in keys:
+        for _ in range(4):
+            got = [m.message_id for m in master.execute(ReceiveMessage(key, 10, 300))[0].messages]
+            assert [m.message_id for m in r.execute(ReceiveMessage(key, 10, 300))[0].messages] == got
+        assert got == []
