@@ -12,6 +12,12 @@ A point that ran but whose alternative never differed has not been tested by tha
 mutant that makes exactly that change would pass it. A point no scenario reaches is a missing
 scenario. The simulator records every seed (``recording``), and ``sim run`` adds up a sweep.
 
+While recording, the master also notes what it writes: each new log entry's (epoch, seq) and
+mutations (``wrote``). An entry keeps the epoch it was written in wherever it goes: resent,
+fetched by a syncing master, a transfer's tail, a journal's replay. One relabelled newer makes a
+shorter log look the most advanced at the next sync, which can then drop committed operations;
+the simulator holds every member's log to what each epoch's master wrote (sim/provenance.py).
+
 Off by default. Each point costs production one check of the module flag ``ON``
 (``if decisions.ON:``); everything else happens only behind it. The counts are plain module
 state, for one thread: the simulator runs a seed in one thread, and the product never turns
@@ -94,6 +100,7 @@ POINTS: dict[str, str] = {
 }
 
 _counts: dict[str, list[int]] = {}
+_written: dict[tuple[int, int], bytes] = {}     # (epoch, seq) -> the mutations its master wrote
 
 
 def note(point: str, differs: bool) -> None:
@@ -106,6 +113,16 @@ def note(point: str, differs: bool) -> None:
         c[1] += 1
 
 
+def wrote(epoch: int, seq: int, mutations: bytes) -> None:
+    """The master of ``epoch`` made a new log entry at ``seq``."""
+    _written.setdefault((epoch, seq), mutations)
+
+
+def written(epoch: int, seq: int) -> bytes | None:
+    """What the master of ``epoch`` wrote at ``seq`` since the last ``reset`` (None: nothing)."""
+    return _written.get((epoch, seq))
+
+
 def counts() -> dict[str, tuple[int, int]]:
     """What was noted since the last ``reset``: point -> (ran, differed)."""
     return {k: (v[0], v[1]) for k, v in sorted(_counts.items())}
@@ -113,6 +130,7 @@ def counts() -> dict[str, tuple[int, int]]:
 
 def reset() -> None:
     _counts.clear()
+    _written.clear()
 
 
 @contextmanager

@@ -267,11 +267,6 @@ SLOW: dict[str, int] = {
 # we know. These are the simulator's known blind spots, not equivalent mutants: each changes
 # what a run could observe.
 NOT_FOUND: dict[str, str] = {
-    "resend-rewrites-epoch":
-        "found at seed 216 by the `handoff` rare path (an entry resent with its epoch relabelled "
-        "newer makes a shorter log look the most advanced at the next sync, which then drops a "
-        "committed delete) until 550a08c, where that seed plays `relink` too: pinned to its "
-        "other paths (handoff, lease, tail) seed 216 still fails, with `relink` it passes",
     "fetch-rewrites-epoch":
         "the syncing master's check of its own last entry sees the relabelled epoch and takes the "
         "holder's snapshot instead of fetching: safe, at the cost of a transfer",

@@ -42,6 +42,7 @@ from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.disk import POWER, PROCESS, SimDisk, WHERE as DISK_WHERE
 from sim.net import RAFT, STREAM, Network
 from sim.node import HOP_US, JournalSpec, SimNode
+from sim.provenance import ProvenanceCheck
 from sim.raft import Durable
 from sim.scenario import LEASE_WAIT_S, POLICIES, Fault, Scenario
 from sim.workload import Workload, workload_for
@@ -144,6 +145,7 @@ class World:
         self.power_cuts: list[float] = []
         self.journal_failures: list[str] = []
         self.durability_failures: list[str] = []
+        self.provenance = ProvenanceCheck()
         self.recoveries: list[dict[str, Any]] = []
         self._down_gen: dict[str, int] = {n: 0 for n in self.names}
         self._writers: list[Any] = []
@@ -437,6 +439,7 @@ class World:
     def _probe(self) -> None:
         if self.drain_started_us is not None or self.finished:
             return
+        self.provenance.scan(self.now_s, self.nodes)
         self._check_health()
         self._quiescent()
         self.at(self.now + PROBE_US, self._probe)
@@ -2238,6 +2241,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
     with decisions.recording() as decided:
         w = World(scenario, timing, workload)
         w.run()
+        w.provenance.scan(w.now_s, w.nodes)     # the drain's entries too, while the record is on
     sim_wall = time.perf_counter() - t0
     lines = [to_line(r) for r in w.records]
     history = "\n".join(lines) + "\n"
@@ -2249,7 +2253,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
             (scenario.fsync_interval_ms + scenario.fsync_ms[1] + POWER_CUT_MARGIN_MS) / 1000
         verdict, excused = relax_for_power_cuts(verdict, w.records, w.power_cuts, window)
     failures = verdict.failures(scenario.policy, strict=strict, queue_policies=w.queue_policies())
-    failures += w.journal_failures + w.durability_failures
+    failures += w.journal_failures + w.durability_failures + w.provenance.failures
     failures += view_failures(w.records)
     failures += w.heal_failures + w.vote_failures + w.disrupt_failures
     if not w.converged:
@@ -2259,6 +2263,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
              "ops": sum(1 for r in w.records if r.event == "client_op"),
              "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
              "heals_judged": w.heal_checks, "disruptions_judged": w.disruptions_judged, "quiescent_judged": verdict.quiescent_points,
+             "provenance_checked": w.provenance.entries_checked,
              "availability_judged_s": verdict.availability_judged_s, "epochs": len(w.epochs), **w.reach,
              **({"power_cuts": len(w.power_cuts), "excused": excused,
                  "fsyncs": sum(x.fsyncs for x in w._writers), "snapshots": sum(x.snapshots for x in w._writers),

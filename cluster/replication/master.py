@@ -145,6 +145,8 @@ class MasterReplicator:
             seq = self.log.last_seq + 1
             blob = encode_many([m for _, _, muts in ops for m in muts])
             entry = Entry(seq, self.epoch, blob, now_ms)
+            if decisions.ON:
+                decisions.wrote(self.epoch, seq, blob)
             self.log.append(entry)
             for op_id, policy, _ in ops:
                 if policy is not AckPolicy.NONE:

@@ -1,0 +1,46 @@
+"""Entry provenance, judged during a run: every entry a member holds is what its written epoch's
+master wrote at its seq.
+
+The cores record each entry a master writes (``cluster.decisions.wrote``, while the simulator
+records). An entry must keep the epoch it was written in wherever it goes: resent to a replica,
+fetched by a syncing master, sent as a transfer's tail, replayed from a journal. One relabelled
+newer makes a shorter log look the most advanced at the next sync, which then takes it for the
+truth and drops committed operations; the digests may agree again long before anything shows.
+The check looks at each member's log as it grows (each new entry once), so a relabelled copy is
+caught while it is held, not only if its consequence reaches the end of the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster import decisions
+from cluster.replication.log import ReplicationLog
+
+MAX_REPORTED = 5
+
+
+class ProvenanceCheck:
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.entries_checked = 0
+        # member -> (its log as last seen, the highest seq looked at in it)
+        self._seen: dict[str, tuple[ReplicationLog, int]] = {}
+
+    def scan(self, now_s: float, nodes: dict[str, Any]) -> None:
+        """Look at every entry that appeared in a member's log since the last scan."""
+        for name, node in nodes.items():
+            log = node.core.replication.log
+            seen_log, seen_seq = self._seen.get(name, (None, 0))
+            if seen_log is not log or log.last_seq < seen_seq:
+                seen_seq = 0        # a new log (a restart), or one reset behind what was seen
+            start = max(seen_seq + 1, log.first_seq)
+            for e in log.since(start, log.last_seq - start + 1):
+                self.entries_checked += 1
+                made = decisions.written(e.written_epoch, e.seq)
+                if made != e.mutations and len(self.failures) < MAX_REPORTED:
+                    what = "wrote nothing" if made is None else "wrote other mutations"
+                    self.failures.append(
+                        f"provenance: {name} holds seq {e.seq} as written in epoch {e.written_epoch}, "
+                        f"where that epoch's master {what} (at {now_s:.6f} s)")
+            self._seen[name] = (log, log.last_seq)
