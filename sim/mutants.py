@@ -267,9 +267,6 @@ SLOW: dict[str, int] = {
 # we know. These are the simulator's known blind spots, not equivalent mutants: each changes
 # what a run could observe.
 NOT_FOUND: dict[str, str] = {
-    "fetch-rewrites-epoch":
-        "the syncing master's check of its own last entry sees the relabelled epoch and takes the "
-        "holder's snapshot instead of fetching: safe, at the cost of a transfer",
     "view-keeps-any-transfer":
         "the kept sender's chunks carry the older epoch, which the new master's receiver refuses",
     "held-ack-unclamped":

@@ -29,6 +29,8 @@ import random
 from collections import deque
 from typing import Any, Callable, Mapping, Protocol
 
+from cluster.replication.messages import Batch
+
 RAFT, STREAM = 0, 1
 RECENT_US = 1_000_000     # how far back ``Network.recent`` keeps a link's stream frames
 
@@ -94,6 +96,8 @@ class Network:
         return self.links[(a, b)].cuts == 0
 
     def send(self, src: str, dst: str, plane: int, msg: Any) -> bool:
+        if plane == STREAM and type(msg) is Batch:
+            self.world.provenance.frame(self.world.now_s, src, dst, msg)
         link = self.links[(src, dst)]
         self.sent += 1
         dnode = self.world.nodes.get(dst)

@@ -6,8 +6,9 @@ records). An entry must keep the epoch it was written in wherever it goes: resen
 fetched by a syncing master, sent as a transfer's tail, replayed from a journal. One relabelled
 newer makes a shorter log look the most advanced at the next sync, which then takes it for the
 truth and drops committed operations; the digests may agree again long before anything shows.
-The check looks at each member's log as it grows (each new entry once), so a relabelled copy is
-caught while it is held, not only if its consequence reaches the end of the run.
+The check looks at every Batch frame a member sends (``frame``, from sim/net.py) and at each
+member's log as it grows (``scan``, each new entry once), so a relabelled copy is caught as it
+is made, not only if its consequence reaches the end of the run.
 """
 
 from __future__ import annotations
@@ -24,8 +25,22 @@ class ProvenanceCheck:
     def __init__(self) -> None:
         self.failures: list[str] = []
         self.entries_checked = 0
+        self.frames_checked = 0
         # member -> (its log as last seen, the highest seq looked at in it)
         self._seen: dict[str, tuple[ReplicationLog, int]] = {}
+
+    def frame(self, now_s: float, src: str, dst: str, batch: Any) -> None:
+        """A Batch a member sends (the stream, a resend, a fetch's answer, a transfer's tail)
+        carries what its written epoch's master wrote at its seq: a relabelled copy is caught as
+        it leaves, whether or not anyone keeps it (a syncing master that sees its own last
+        entry relabelled takes a transfer instead, and no log ever holds the copy)."""
+        self.frames_checked += 1
+        made = decisions.written(batch.written_epoch, batch.seq)
+        if made != batch.mutations and len(self.failures) < MAX_REPORTED:
+            what = "wrote nothing" if made is None else "wrote other mutations"
+            self.failures.append(
+                f"provenance: {src} sent {dst} seq {batch.seq} as written in epoch {batch.written_epoch}, "
+                f"where that epoch's master {what} (at {now_s:.6f} s)")
 
     def scan(self, now_s: float, nodes: dict[str, Any]) -> None:
         """Look at every entry that appeared in a member's log since the last scan."""

@@ -2263,7 +2263,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
              "ops": sum(1 for r in w.records if r.event == "client_op"),
              "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
              "heals_judged": w.heal_checks, "disruptions_judged": w.disruptions_judged, "quiescent_judged": verdict.quiescent_points,
-             "provenance_checked": w.provenance.entries_checked,
+             "provenance_checked": w.provenance.entries_checked + w.provenance.frames_checked,
              "availability_judged_s": verdict.availability_judged_s, "epochs": len(w.epochs), **w.reach,
              **({"power_cuts": len(w.power_cuts), "excused": excused,
                  "fsyncs": sum(x.fsyncs for x in w._writers), "snapshots": sum(x.snapshots for x in w._writers),

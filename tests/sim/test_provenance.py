@@ -8,7 +8,9 @@ from types import SimpleNamespace
 
 from cluster import decisions
 from cluster.replication import master as master_mod
+from cluster.replication import replica as replica_mod
 from cluster.replication.log import Entry, ReplicationLog
+from cluster.replication.messages import Batch
 from sim import generate, simulate
 from sim.mutants import BY_NAME, SETTINGS
 from sim.provenance import ProvenanceCheck
@@ -73,3 +75,32 @@ def test_the_simulator_finds_resent_entries_relabelled_and_passes_the_same_seed_
     monkeypatch.setattr(master_mod.MasterReplicator, "_send_from", ns["_send_from"])
     failures = simulate(sc).failures
     assert any(f.startswith("provenance: ") for f in failures), failures
+
+
+def test_a_batch_sent_relabelled_fails_as_it_leaves():
+    with decisions.recording():
+        decisions.wrote(4, 7, b"m")
+        check = ProvenanceCheck()
+        check.frame(1.0, "n1", "n2", Batch(5, 7, 4, b"m"))     # a resend by epoch 5's master
+        assert check.failures == []
+        check.frame(2.0, "n2", "n1", Batch(5, 7, 5, b"m"))     # a fetch's answer, relabelled
+    assert check.frames_checked == 2
+    assert check.failures == ["provenance: n2 sent n1 seq 7 as written in epoch 5, where that epoch's "
+                              "master wrote nothing (at 2.000000 s)"]
+
+
+def test_the_simulator_finds_fetched_entries_relabelled_though_no_log_keeps_them(monkeypatch):
+    """fetch-rewrites-epoch (sim/mutants.py): a member answers a syncing master's fetch with its
+    entries claiming the current epoch. The syncing master then sees its own last entry with
+    another epoch and takes a transfer instead (safe, a transfer too many): no log ever holds
+    the copies, which only the frame check sees. Found at seed 0 by it."""
+    sc = generate(0, **SETTINGS)
+    assert simulate(sc).ok
+    m = BY_NAME["fetch-rewrites-epoch"]
+    src = inspect.getsource(replica_mod.answer_sync)
+    assert src.count(m.old) == 1
+    ns: dict = {}
+    exec(compile(textwrap.dedent(src.replace(m.old, m.new)), replica_mod.__file__, "exec"), replica_mod.__dict__, ns)
+    monkeypatch.setattr(replica_mod, "answer_sync", ns["answer_sync"])
+    failures = simulate(sc).failures
+    assert any(f.startswith("provenance: ") and " sent " in f for f in failures), failures
