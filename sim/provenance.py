@@ -35,12 +35,7 @@ class ProvenanceCheck:
         it leaves, whether or not anyone keeps it (a syncing master that sees its own last
         entry relabelled takes a transfer instead, and no log ever holds the copy)."""
         self.frames_checked += 1
-        made = decisions.written(batch.written_epoch, batch.seq)
-        if made != batch.mutations and len(self.failures) < MAX_REPORTED:
-            what = "wrote nothing" if made is None else "wrote other mutations"
-            self.failures.append(
-                f"provenance: {src} sent {dst} seq {batch.seq} as written in epoch {batch.written_epoch}, "
-                f"where that epoch's master {what} (at {now_s:.6f} s)")
+        self._judge(batch.written_epoch, batch.seq, batch.mutations, now_s, f"{src} sent {dst}")
 
     def scan(self, now_s: float, nodes: dict[str, Any]) -> None:
         """Look at every entry that appeared in a member's log since the last scan."""
@@ -52,10 +47,12 @@ class ProvenanceCheck:
             start = max(seen_seq + 1, log.first_seq)
             for e in log.since(start, log.last_seq - start + 1):
                 self.entries_checked += 1
-                made = decisions.written(e.written_epoch, e.seq)
-                if made != e.mutations and len(self.failures) < MAX_REPORTED:
-                    what = "wrote nothing" if made is None else "wrote other mutations"
-                    self.failures.append(
-                        f"provenance: {name} holds seq {e.seq} as written in epoch {e.written_epoch}, "
-                        f"where that epoch's master {what} (at {now_s:.6f} s)")
+                self._judge(e.written_epoch, e.seq, e.mutations, now_s, f"{name} holds")
             self._seen[name] = (log, log.last_seq)
+
+    def _judge(self, epoch: int, seq: int, mutations: bytes, now_s: float, who: str) -> None:
+        made = decisions.written(epoch, seq)
+        if made != mutations and len(self.failures) < MAX_REPORTED:
+            what = "wrote nothing" if made is None else "wrote other mutations"
+            self.failures.append(f"provenance: {who} seq {seq} as written in epoch {epoch}, "
+                                 f"where that epoch's master {what} (at {now_s:.6f} s)")
