@@ -418,10 +418,14 @@ class World:
         self.at(self.now + 100_000, self._settle)
 
     def _converged(self) -> bool:
+        """Every member a replica of the serving master, in its view, holding its last entry (the
+        same seq written in the same epoch: a member outside the view may hold a divergent tail
+        that ends at the same seq) and having acked it."""
         m = self.master()
         if m is None or m.core.replication.senders:
             return False
-        last = m.core.replication.log.last_seq
+        log = m.core.replication.log
+        last = log.last_seq
         for n in self.names:
             node = self.nodes.get(n)
             if node is None or not node.alive or node.frozen:
@@ -429,10 +433,11 @@ class World:
             if node is m:
                 continue
             c = node.core.replication
-            if c.role != REPLICA or c.master != m.name or c.log.last_seq != last or c.receiver is not None:
+            if c.role != REPLICA or c.master != m.name or c.log.last_seq != last or c.receiver is not None \
+                    or c.log.last_epoch != log.last_epoch:
                 return False
-        return all(r["acked_seq"] == last
-                   for r in m.core.replication.master_core.status(self.now_ms)["replicas"].values())
+        replicas = m.core.replication.master_core.status(self.now_ms)["replicas"]
+        return len(replicas) == len(self.names) - 1 and all(r["acked_seq"] == last for r in replicas.values())
 
     # --- judged during the run (cluster/checker/during.py) ------------------------------------
 

@@ -372,6 +372,16 @@ def test_a_transfer_that_names_its_position_before_cutting_the_staged_operations
     assert any("divergence" in f for f in r.failures), r.failures
 
 
+def test_a_member_outside_the_view_whose_divergent_tail_ends_at_the_masters_seq_is_not_converged():
+    # seed 25 of 20 s (comeback, turn, relink, ...): after two power cuts n1 holds its own tail
+    # of epoch 2 to seq 40, outside view 6 (n2, n3), while master n3 is at seq 40 of epoch 7;
+    # the probe took that for a quiescent point (seq alone) and judged a divergence the view
+    # change after it repairs with a transfer
+    r = simulate(generate(25, duration=20.0), strict=True)
+    assert r.ok, r.failures
+    assert r.stats["quiescent_judged"] >= 1, r.stats
+
+
 def test_a_leader_re_elected_in_a_later_term_serves_on_that_terms_view_only():
     # sim/mutants.py stale-view-activates (a re-elected leader active on its earlier term's view)
     # fails this seed with a divergence at a quiescent point (16.6 s); the unit tests of the
