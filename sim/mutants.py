@@ -292,17 +292,11 @@ UNIT_TESTS: dict[str, str] = {
     "master-copy-before-fsync":
         "tests/cluster/test_node_core_journal.py::"
         "test_majority_means_on_disk_on_a_majority_the_master_counting_only_once_durable",
-    "resend-rewrites-epoch":
-        "tests/replication/test_core.py::"
-        "test_a_replica_caught_up_by_a_new_master_holds_each_entry_with_the_epoch_it_was_written_in",
     "position-unknown-is-prefix":
         "tests/replication/test_stream.py::"
         "test_a_replica_whose_last_entry_the_master_trimmed_gets_a_transfer_not_the_stream",
     "sync-quorum-of-view":
         "tests/replication/test_core.py::test_a_master_serves_only_after_syncing_with_a_majority",
-    "fetch-rewrites-epoch":
-        "tests/replication/test_core.py::"
-        "test_a_new_master_behind_the_truth_fetches_what_it_lacks_with_the_epochs_it_was_written_in",
     "view-keeps-any-transfer":
         "tests/replication/test_core.py::"
         "test_a_view_change_ends_a_members_transfer_to_the_previous_views_syncing_master",
