@@ -185,6 +185,22 @@ class World:
         self._replaying: set[tuple[str, str]] = set()   # stream connections stalled by it
         self.relink_wait: tuple | None = None    # a relink step waiting for a transfer to its divergent member
         self.gc_wait: tuple | None = None        # a gc step: waiting for a stand, a vote request, an activation
+        # each rare path's first step (scenario.RARE_PROBABILITY), by the kind of fault that starts it
+        self._rare_starts: dict[str, Callable[[Fault], None]] = {
+            "chain": lambda f: self._chain(f, 0, None),
+            "lease": lambda f: self._lease_step(f, 0, 0),
+            "fork": lambda f: self._lead_step("fork", f, 0, 0),
+            "deaf": lambda f: self._deaf_step(f, 0, 0),
+            "race": lambda f: self._race_arm(f, 0),
+            "handoff": lambda f: self._handoff_step(f, 0, 0),
+            "wiped": lambda f: self._wiped_step(f, 0, 0),
+            "hung": lambda f: self._hung_step(f, 0),
+            "replay": lambda f: self._replay_step(f, 0),
+            "relink": lambda f: self._lead_step("relink", f, 0, 0),
+            "gc": lambda f: self._gc_step(f, 0, 0),
+            "comeback": lambda f: self._lead_step("comeback", f, 0, 0),
+            "turn": lambda f: self._handoff_step(f, 0, 0),
+        }
         self.turn_wait: tuple | None = None      # a turn step: the joiner's frames held for a master's operation
         # The vote guard's premise (cluster/lease.py): when each node last accepted an
         # AppendEntries, and from whom, as Raft saw it (not as the election core recorded it).
@@ -566,6 +582,10 @@ class World:
             return
         self._last_fault_at = self.now
         kind = f.kind
+        start = self._rare_starts.get(kind)
+        if start is not None:
+            start(f)
+            return
         end = self.now + int(f.duration * 1e6)
         net = self.net
         if kind == "crash":
@@ -632,45 +652,6 @@ class World:
             self._noise_free_since = None
             self._nemesis("", "dup", f.params)
             self.at(end, self._undup, f.params["dup"])
-        elif kind == "chain":
-            self._chain(f, 0, None)
-            return
-        elif kind == "lease":
-            self._lease_step(f, 0, 0)
-            return
-        elif kind == "fork":
-            self._lead_step("fork", f, 0, 0)
-            return
-        elif kind == "deaf":
-            self._deaf_step(f, 0, 0)
-            return
-        elif kind == "race":
-            self._race_arm(f, 0)
-            return
-        elif kind == "handoff":
-            self._handoff_step(f, 0, 0)
-            return
-        elif kind == "wiped":
-            self._wiped_step(f, 0, 0)
-            return
-        elif kind == "hung":
-            self._hung_step(f, 0)
-            return
-        elif kind == "replay":
-            self._replay_step(f, 0)
-            return
-        elif kind == "relink":
-            self._lead_step("relink", f, 0, 0)
-            return
-        elif kind == "gc":
-            self._gc_step(f, 0, 0)
-            return
-        elif kind == "comeback":
-            self._lead_step("comeback", f, 0, 0)
-            return
-        elif kind == "turn":
-            self._handoff_step(f, 0, 0)
-            return
         self._check_health()
 
     # --- quick successive failovers (scenario._chain) -------------------------------------------
