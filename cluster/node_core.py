@@ -294,6 +294,7 @@ class NodeCore:
         self._unpersisted: deque[tuple[int, int, bool]] = deque()
         self._resets_pending = 0
         self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
+        self._durable_parts: dict[str, Ack] = {}        # of held acks, for a flush that holds a newer one
         self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
@@ -567,6 +568,7 @@ class NodeCore:
         self._replication(self.replication.flush(int(now * 1000)), now, out)
         if self._acks:
             acks, self._acks = self._acks, {}
+            parts, self._durable_parts = self._durable_parts, {}
             durable = self.replication.durable_seq
             for to, ack in acks.items():
                 if decisions.ON and durable is not None:
@@ -574,6 +576,9 @@ class NodeCore:
                 if durable is not None and ack.seq > durable:
                     # a replica acks only what its journal holds: ``persisted`` sends it then
                     self._held_acks[to] = ack
+                    part = parts.get(to)
+                    if part is not None and part.epoch == ack.epoch:
+                        out.append(Send(to, part))
                 else:
                     held = self._held_acks.get(to)
                     if held is not None and (held.epoch != ack.epoch or held.seq <= ack.seq):
@@ -598,13 +603,23 @@ class NodeCore:
             return out   # positions of a history a later reset replaced mean nothing now
         self._replication(self.replication.persisted(seq, int(now * 1000)), now, out)
         for to, ack in list(self._held_acks.items()):
-            if to in self._acks:
-                continue   # a newer ack, not yet flushed: the flush weighs it against the journal
+            part = Ack(ack.epoch, min(ack.seq, seq)) if ack.seq > seq else ack
+            waiting = self._acks.get(to)
+            if waiting is not None and (waiting.epoch != part.epoch or waiting.seq > part.seq):
+                # A newer ack waits for this turn's flush, which holds it again should the
+                # journal lack it; the part of the held one that is durable now goes all the same
+                # (left to the next report, it waited a whole fsync more).
+                self._durable_parts[to] = part
+                continue
             if not self._acks and not self._flush_due:
                 self._flush_due = True
                 out.append(FlushDue())
-            self._acks[to] = Ack(ack.epoch, min(ack.seq, seq)) if ack.seq > seq else ack
+            self._acks[to] = part
         return out
+
+    def held_ack(self, master: str) -> Ack | None:
+        """The ack this replica holds back from ``master`` until its journal holds what it acks."""
+        return self._held_acks.get(master)
 
     def journal_failed(self, reason: str, now: float) -> list[Action]:
         """The journal could not write or fsync (a full disk, an I/O error). After a failed fsync
@@ -621,6 +636,7 @@ class NodeCore:
             if token is not _INTERNAL:
                 out.append(Answer(token, None, NotStored(f"not stored: the journal of {self.name} failed ({reason})")))
         self._held_acks.clear()
+        self._durable_parts.clear()
         self.compactor.abort()
         self._serving_check(now, out)
         self._stand_check(out)

@@ -16,9 +16,9 @@ from storage.codec import decode_many
 from storage.commands import CreateQueue, SendMessage
 
 from cluster.errors import NotServing, NotStored
-from cluster.node_core import MayStand, Persist, PersistReset, Snapshot, TransferLeadership
+from cluster.node_core import FlushDue, MayStand, Persist, PersistReset, Send, Snapshot, TransferLeadership
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy
+from cluster.replication.messages import Ack, AckPolicy, Batch
 
 from tests.cluster.test_node_core import NS, Cores
 
@@ -254,3 +254,59 @@ def test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_
     c.handle("n2", c.cores["n2"].persisted(p2.token, c.now))
     c.run()
     assert acked() == second, "and the rest once the journal reports it, not at the master's resend"
+
+
+def _batch_to(c: Cores, sender: str, to: str) -> Any:
+    """Take the next frame queued from ``sender`` to ``to`` off the harness's queue, undelivered."""
+    for i, (s, t, frame) in enumerate(c.queue):
+        if (s, t) == (sender, to) and type(frame) is Batch:
+            del c.queue[i]
+            return frame
+    raise AssertionError(f"no batch queued from {sender} to {to}")
+
+
+def _acks_sent(actions: list[Any], to: str) -> list[int]:
+    return [a.frame.seq for a in actions if type(a) is Send and a.to == to and type(a.frame) is Ack]
+
+
+def test_a_journal_report_in_the_turn_of_a_newer_ack_still_acks_what_it_made_durable():
+    # The report arrives while a newer batch's ack waits for the end of the turn. That flush
+    # holds the newer ack again (the journal lacks it), and must still send the part the report
+    # made durable: held back with it, it waited for the next fsync (sim/waste.py judges this).
+    c = Cores(journal=True, limits=Limits(hold_ms=0))
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    fsync_all(c)
+    n2 = c.cores["n2"]
+    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "a"), c.now))
+    first = _batch_to(c, "n1", "n2")
+    assert _acks_sent(c.handle("n2", n2.frame("n1", first, c.now)), "n1") == [], "held: not on disk yet"
+    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "b"), c.now))
+    second = _batch_to(c, "n1", "n2")
+    turn = n2.frame("n1", second, c.now)            # its ack waits for this turn's flush
+    assert any(type(a) is FlushDue for a in turn) and _acks_sent(turn, "n1") == []
+    p1 = [a for a in unpersisted(c, "n2") if type(a) is Persist and a.entries[-1].seq == first.seq][-1]
+    assert _acks_sent(n2.persisted(p1.token, c.now), "n1") == []
+    assert _acks_sent(n2.flush(c.now), "n1") == [first.seq], "the durable part goes in this turn"
+    assert n2.held_ack("n1").seq == second.seq, "the rest stays held for the journal"
+
+
+def test_two_journal_reports_in_one_turn_ack_up_to_the_later():
+    # Two reports before the turn ends: the second makes more durable than the first, whose
+    # ack already waits for the flush; the flush sends the later one.
+    c = Cores(journal=True, limits=Limits(hold_ms=0))
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    fsync_all(c)
+    n2 = c.cores["n2"]
+    for body in ("a", "b"):
+        c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), body), c.now))
+        c.handle("n2", n2.frame("n1", _batch_to(c, "n1", "n2"), c.now))
+    p1, p2 = [a for a in unpersisted(c, "n2") if type(a) is Persist][-2:]
+    assert n2.held_ack("n1").seq == p2.entries[-1].seq
+    turn = n2.persisted(p1.token, c.now) + n2.persisted(p2.token, c.now)
+    assert any(type(a) is FlushDue for a in turn)
+    assert _acks_sent(n2.flush(c.now), "n1") == [p2.entries[-1].seq]
+    assert n2.held_ack("n1") is None
