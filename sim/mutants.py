@@ -273,14 +273,6 @@ NOT_FOUND: dict[str, str] = {
         "found at seed 24 by the `hung` rare path until 5f887bb, where that seed plays `turn` too "
         "(pinned to its other paths, busy, deaf, handoff and hung, seed 24 still fails; with "
         "`turn` it passes); pinned to `hung`, tests/sim/test_rare.py's seed 1 fails",
-    "view-keeps-any-transfer":
-        "the kept sender's chunks carry the older epoch, which the new master's receiver refuses",
-    "held-ack-unclamped":
-        "it only changes when a replica acks: `flush` holds again any ack beyond what is durable, "
-        "so no ack claims more than the journal holds; the mutant sends no part of a held ack "
-        "until all of it is durable, an fsync later (latency, not safety). Its one finding (seed "
-        "63) was a product bug its late acks exposed, a transfer's joiner holding effects its log "
-        "lacked, fixed by the transfer's tail (sim/README.md, \"Mutants\")",
 }
 
 
@@ -297,12 +289,6 @@ UNIT_TESTS: dict[str, str] = {
         "test_a_replica_whose_last_entry_the_master_trimmed_gets_a_transfer_not_the_stream",
     "sync-quorum-of-view":
         "tests/replication/test_core.py::test_a_master_serves_only_after_syncing_with_a_majority",
-    "view-keeps-any-transfer":
-        "tests/replication/test_core.py::"
-        "test_a_view_change_ends_a_members_transfer_to_the_previous_views_syncing_master",
-    "held-ack-unclamped":
-        "tests/cluster/test_node_core_journal.py::"
-        "test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_the_next_report",
     # pinned seeds of the simulator: no unit test of the cores reaches these three
     "amnesiac-caught-up-at-once":
         "tests/sim/test_rare.py::test_a_master_lost_before_wiped_members_caught_up_loses_nothing",

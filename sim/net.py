@@ -96,11 +96,14 @@ class Network:
         return self.links[(a, b)].cuts == 0
 
     def send(self, src: str, dst: str, plane: int, msg: Any) -> bool:
-        if plane == STREAM and type(msg) is Batch and (prov := getattr(self.world, "provenance", None)) is not None:
-            prov.frame(self.world.now_s, src, dst, msg)    # (a test's own world may judge none)
+        world = self.world
+        if plane == STREAM and (waste := getattr(world, "waste", None)) is not None:   # (a test's world may judge none)
+            waste.frame(world.now_s, src, world.nodes[src].core.replication.epoch, msg)
+            if type(msg) is Batch:
+                world.provenance.frame(world.now_s, src, dst, msg)
         link = self.links[(src, dst)]
         self.sent += 1
-        dnode = self.world.nodes.get(dst)
+        dnode = world.nodes.get(dst)
         if link.cuts or (link.stream_cuts and plane == STREAM) or dnode is None or not dnode.alive:
             # nothing is queued for a peer that is not connected (ZMQ_IMMEDIATE)
             self.lost += 1
@@ -110,14 +113,13 @@ class Network:
             return True
         if self.recent is not None and plane == STREAM:
             kept = self.recent.setdefault((src, dst), deque())
-            kept.append((self.world.now, msg))
-            while kept[0][0] < self.world.now - RECENT_US:
+            kept.append((world.now, msg))
+            while kept[0][0] < world.now - RECENT_US:
                 kept.popleft()
         rng = self.rng
         if self.drop and rng.random() < self.drop:
             self.lost += 1
             return True   # the sender cannot tell
-        world = self.world
         t = base = world.now + rng.randint(self.lo_us, self.hi_us) + link.extra_us[plane]
         if self.reorder_us:
             t += round(rng.expovariate(1 / self.reorder_us))

@@ -352,9 +352,13 @@ class SimNode:
 
     def _flush(self) -> None:
         self._act(self.core.flush(self.world.now_s))
+        self.world.waste.flushed(self.world.now_s, self)
 
     def _loop_persisted(self, token: int) -> None:
+        rep = self.core.replication
+        held, durable = self.core.held_ack(rep.master) if rep.master else None, rep.durable_seq
         self._act(self.core.persisted(token, self.world.now_s))
+        self.world.waste.journal_report(self, held, durable)
         if self.world.race_arm is not None:
             self.world.race_check(self, "persisted")
 

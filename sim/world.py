@@ -43,6 +43,7 @@ from sim.disk import POWER, PROCESS, SimDisk, WHERE as DISK_WHERE
 from sim.net import RAFT, STREAM, Network
 from sim.node import HOP_US, JournalSpec, SimNode
 from sim.provenance import ProvenanceCheck
+from sim.waste import WasteCheck
 from sim.raft import Durable
 from sim.scenario import LEASE_WAIT_S, POLICIES, Fault, Scenario
 from sim.workload import Workload, workload_for
@@ -146,6 +147,7 @@ class World:
         self.journal_failures: list[str] = []
         self.durability_failures: list[str] = []
         self.provenance = ProvenanceCheck()
+        self.waste = WasteCheck()
         self.recoveries: list[dict[str, Any]] = []
         self._down_gen: dict[str, int] = {n: 0 for n in self.names}
         self._writers: list[Any] = []
@@ -2239,7 +2241,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
             (scenario.fsync_interval_ms + scenario.fsync_ms[1] + POWER_CUT_MARGIN_MS) / 1000
         verdict, excused = relax_for_power_cuts(verdict, w.records, w.power_cuts, window)
     failures = verdict.failures(scenario.policy, strict=strict, queue_policies=w.queue_policies())
-    failures += w.journal_failures + w.durability_failures + w.provenance.failures
+    failures += w.journal_failures + w.durability_failures + w.provenance.failures + w.waste.failures
     failures += view_failures(w.records)
     failures += w.heal_failures + w.vote_failures + w.disrupt_failures
     if not w.converged:
@@ -2250,6 +2252,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
              "frames": w.net.sent, "frames_lost": w.net.lost, "skipped_crashes": w.skipped_crashes,
              "heals_judged": w.heal_checks, "disruptions_judged": w.disruptions_judged, "quiescent_judged": verdict.quiescent_points,
              "provenance_checked": w.provenance.entries_checked + w.provenance.frames_checked,
+             "waste_checked": w.waste.frames_checked + w.waste.reports_checked,
              "availability_judged_s": verdict.availability_judged_s, "epochs": len(w.epochs), **w.reach,
              **({"power_cuts": len(w.power_cuts), "excused": excused,
                  "fsyncs": sum(x.fsyncs for x in w._writers), "snapshots": sum(x.snapshots for x in w._writers),
