@@ -98,7 +98,7 @@ class Network:
     def send(self, src: str, dst: str, plane: int, msg: Any) -> bool:
         world = self.world
         if plane == STREAM and (waste := getattr(world, "waste", None)) is not None:   # (a test's world may judge none)
-            waste.frame(world.now_s, src, world.nodes[src].core.replication.epoch, msg)
+            waste.frame(world.now_s, src, world.nodes[src], msg)
             if type(msg) is Batch:
                 world.provenance.frame(world.now_s, src, dst, msg)
         link = self.links[(src, dst)]

@@ -18,6 +18,10 @@ def _chunk(epoch: int) -> SnapshotChunk:
     return SnapshotChunk(epoch=epoch, transfer_id=1, index=0, at_seq=5, at_epoch=epoch, records=b"", last=False)
 
 
+def _in_view(epoch: int | None) -> SimpleNamespace:
+    return SimpleNamespace(core=SimpleNamespace(replication=SimpleNamespace(epoch=epoch)))
+
+
 def _replica(name: str, master: str, epoch: int, durable: int | None) -> SimpleNamespace:
     rep = SimpleNamespace(role="replica", master=master, epoch=epoch, durable_seq=durable)
     return SimpleNamespace(name=name, core=SimpleNamespace(replication=rep))
@@ -25,14 +29,14 @@ def _replica(name: str, master: str, epoch: int, durable: int | None) -> SimpleN
 
 def test_a_frame_of_an_older_epoch_than_the_senders_view_fails_but_a_late_held_ack_passes():
     check = WasteCheck()
-    check.frame(1.0, "n1", 4, _chunk(4))
-    check.frame(1.0, "n1", None, _chunk(3))          # no view installed yet: nothing to judge by
-    check.frame(1.0, "n2", 4, Ack(3, 17))            # a journal's late report of an ended view
-    check.frame(1.0, "n2", 4, SnapshotAck(3, 1, 0))
-    check.frame(1.0, "n2", 4, Batch(4, 7, 3, b"m"))  # an entry written in 3, sent in 4's stream
+    check.frame(1.0, "n1", _in_view(4), _chunk(4))
+    check.frame(1.0, "n1", _in_view(None), _chunk(3))    # no view installed yet: nothing to judge by
+    check.frame(1.0, "n2", _in_view(4), Ack(3, 17))      # a journal's late report of an ended view
+    check.frame(1.0, "n2", _in_view(4), SnapshotAck(3, 1, 0))
+    check.frame(1.0, "n2", _in_view(4), Batch(4, 7, 3, b"m"))    # an entry written in 3, sent in 4's stream
     assert check.failures == []
-    check.frame(2.0, "n1", 4, _chunk(3))
-    check.frame(2.5, "n3", 5, SyncRequest(4, -1))
+    check.frame(2.0, "n1", _in_view(4), _chunk(3))
+    check.frame(2.5, "n3", _in_view(5), SyncRequest(4, -1))
     assert check.frames_checked == 7
     assert check.failures == [
         "waste: n1 sent a SnapshotChunk of epoch 3 while in the view of epoch 4 (its master refuses it) at 2.000000 s",
@@ -44,7 +48,7 @@ def test_a_journal_report_must_be_acked_by_the_next_turns_end():
     check = WasteCheck()
     n2 = _replica("n2", "n1", 3, 12)
     check.journal_report(n2, Ack(3, 15), 10)         # durable 10 -> 12, of 15 held: 12 is owed
-    check.frame(1.0, "n2", 3, Ack(3, 12))
+    check.frame(1.0, "n2", _in_view(3), Ack(3, 12))
     check.flushed(1.0, n2)
     assert check.failures == [] and check.reports_checked == 1
     n2.core.replication.durable_seq = 14
