@@ -198,7 +198,11 @@ def _judged(j: dict[str, Any]) -> str:
             {"rule": "availability of a healthy majority", "judged": f"{j.get('health_changes', 0)} changes of the healthy set",
              "failing": f.get("unavailable", 0)},
             {"rule": "lost deletes (majority, all)", "judged": "every delete", "failing": f.get("lost_deletes", 0)},
-            {"rule": "in-window duplicates (majority, all)", "judged": "every delivery", "failing": f.get("in_window", 0)}]
+            {"rule": "in-window duplicates (majority, all)", "judged": "every delivery", "failing": f.get("in_window", 0)},
+            {"rule": "entry provenance (simulator)", "judged": "every entry held and batch sent",
+             "failing": f.get("provenance", 0)},
+            {"rule": "wasted work (simulator)", "judged": "frames of an ended view; acks a journal report owed",
+             "failing": f.get("waste", 0)}]
     body = "".join("<tr>" + f"<td>{html.escape(r['rule'])}</td><td>{html.escape(str(r['judged']))}</td>"
                    + (f'<td class="bad">{r["failing"]}</td>' if r["failing"] else f"<td>{r['failing']}</td>") + "</tr>"
                    for r in rows)
