@@ -92,6 +92,9 @@ POINTS: dict[str, str] = {
     "node.gating": "a master serves only while the membership core says it is active; "
                    "alternative: once its sync is done",
     "node.durable_ack": "a replica acks only what its journal holds durably; alternative: what it applied",
+    "node.durable_part": "a journal report in the turn of a waiting ack (a newer one the journal lacks, or an "
+                         "earlier report's) sends the part it made durable of the held ack; alternative: leaves "
+                         "it for the next report",
     "node.forward_once": "a forwarded request delivered twice is served once; alternative: every copy",
     "node.forward_lead": "a member forwards only to a master that led it within an election timeout; "
                          "alternative: to any connected master",

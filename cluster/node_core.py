@@ -577,8 +577,11 @@ class NodeCore:
                     # a replica acks only what its journal holds: ``persisted`` sends it then
                     self._held_acks[to] = ack
                     part = parts.get(to)
-                    if part is not None and part.epoch == ack.epoch:
-                        out.append(Send(to, part))
+                    if part is not None:
+                        if decisions.ON:
+                            decisions.note("node.durable_part", part.epoch == ack.epoch)
+                        if part.epoch == ack.epoch:
+                            out.append(Send(to, part))
                 else:
                     held = self._held_acks.get(to)
                     if held is not None and (held.epoch != ack.epoch or held.seq <= ack.seq):
@@ -611,6 +614,9 @@ class NodeCore:
                 # (left to the next report, it waited a whole fsync more).
                 self._durable_parts[to] = part
                 continue
+            if decisions.ON and waiting is not None:
+                # an earlier report's part waits: this one's goes instead (the alternative kept that)
+                decisions.note("node.durable_part", part.seq > waiting.seq)
             if not self._acks and not self._flush_due:
                 self._flush_due = True
                 out.append(FlushDue())
