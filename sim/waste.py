@@ -7,8 +7,11 @@ the cluster does work for nothing or waits for nothing:
   tagged with an older epoch: the master of E refuses it (its fences compare epochs), so the
   frame, and whatever the member did to make it (a snapshot read chunk by chunk), is wasted. A
   transfer kept across a view change keeps sending such chunks until it finishes.
-  Acks are the one exception: an ack the journal held for an fsync that returned after the view
-  changed still goes out (``NodeCore.persisted``), and its master drops it.
+  Acks are the exception (``Ack``, ``SnapshotAck``): each answers the master of its epoch, which
+  may not have learnt of the new view yet and then takes it. An ack the journal held for an
+  fsync that returned after the view changed goes out so, and a chunk of a finished transfer
+  sent again is acked again so (5 of seeds 0-299 of the mutant search, 24 and 211 among them); a master that has
+  moved on refuses them, which their sender cannot know.
 * **An ack held longer than its journal needs.** A replica holds back an ack until its journal
   holds what it acks (``NodeCore.flush``). When the journal reports, the part it now holds goes
   to the master in that turn. Holding it for the next report instead adds a whole fsync to every
@@ -22,7 +25,7 @@ from typing import Any
 from cluster.replication.messages import Ack, SnapshotAck
 
 MAX_REPORTED = 5
-# the acks that may rightly carry an older epoch than the sender's view (see above)
+# answers that may rightly carry an older epoch than the sender's view (see above)
 _HELD_BY_JOURNAL = (Ack, SnapshotAck)
 
 
@@ -48,7 +51,7 @@ class WasteCheck:
             self._acked[(src, msg.epoch)] = msg.seq if (prev := self._acked.get((src, msg.epoch))) is None \
                 else max(prev, msg.seq)
         if view_epoch is not None and epoch < view_epoch and type(msg) not in _HELD_BY_JOURNAL:
-            self._fail(f"waste: {src} sent a {type(msg).__name__} of epoch {epoch} while in the view of "
+            self._fail(f"waste: {src} sent {type(msg).__name__}(epoch {epoch}) while in the view of "
                        f"epoch {view_epoch} (its master refuses it) at {now_s:.6f} s")
 
     def journal_report(self, node: Any, held: Ack | None, durable_before: int | None) -> None:

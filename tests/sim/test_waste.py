@@ -31,7 +31,7 @@ def test_a_frame_of_an_older_epoch_than_the_senders_view_fails_but_a_late_held_a
     check = WasteCheck()
     check.frame(1.0, "n1", _in_view(4), _chunk(4))
     check.frame(1.0, "n1", _in_view(None), _chunk(3))    # no view installed yet: nothing to judge by
-    check.frame(1.0, "n2", _in_view(4), Ack(3, 17))      # a journal's late report of an ended view
+    check.frame(1.0, "n2", _in_view(4), Ack(3, 17))      # to a master that may still be in 3
     check.frame(1.0, "n2", _in_view(4), SnapshotAck(3, 1, 0))
     check.frame(1.0, "n2", _in_view(4), Batch(4, 7, 3, b"m"))    # an entry written in 3, sent in 4's stream
     assert check.failures == []
@@ -39,8 +39,8 @@ def test_a_frame_of_an_older_epoch_than_the_senders_view_fails_but_a_late_held_a
     check.frame(2.5, "n3", _in_view(5), SyncRequest(4, -1))
     assert check.frames_checked == 7
     assert check.failures == [
-        "waste: n1 sent a SnapshotChunk of epoch 3 while in the view of epoch 4 (its master refuses it) at 2.000000 s",
-        "waste: n3 sent a SyncRequest of epoch 4 while in the view of epoch 5 (its master refuses it) at 2.500000 s",
+        "waste: n1 sent SnapshotChunk(epoch 3) while in the view of epoch 4 (its master refuses it) at 2.000000 s",
+        "waste: n3 sent SyncRequest(epoch 4) while in the view of epoch 5 (its master refuses it) at 2.500000 s",
     ]
 
 
