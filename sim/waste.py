@@ -10,8 +10,8 @@ the cluster does work for nothing or waits for nothing:
   Acks are the exception (``Ack``, ``SnapshotAck``): each answers the master of its epoch, which
   may not have learnt of the new view yet and then takes it. An ack the journal held for an
   fsync that returned after the view changed goes out so, and a chunk of a finished transfer
-  sent again is acked again so (5 of seeds 0-299 of the mutant search, 24 and 211 among them); a master that has
-  moved on refuses them, which their sender cannot know.
+  sent again is acked again so (5 of seeds 0-299 of the mutant search, 24 and 211 among
+  them); a master that has moved on refuses them, which their sender cannot know.
 * **An ack held longer than its journal needs.** A replica holds back an ack until its journal
   holds what it acks (``NodeCore.flush``). When the journal reports, the part it now holds goes
   to the master in that turn. Holding it for the next report instead adds a whole fsync to every
