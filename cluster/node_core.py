@@ -294,7 +294,7 @@ class NodeCore:
         self._unpersisted: deque[tuple[int, int, bool]] = deque()
         self._resets_pending = 0
         self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
-        self._durable_parts: dict[str, Ack] = {}        # of held acks, for a flush that holds a newer one
+        self._durable_parts: dict[str, Ack] = {}        # durable acks a newer one displaced, for the flush
         self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
@@ -612,7 +612,7 @@ class NodeCore:
                 # A newer ack waits for this turn's flush, which holds it again should the
                 # journal lack it; the part of the held one that is durable now goes all the same
                 # (left to the next report, it waited a whole fsync more).
-                self._durable_parts[to] = part
+                self._keep_part(to, part)
                 continue
             if decisions.ON and waiting is not None:
                 # an earlier report's part waits: this one's goes instead (the alternative kept that)
@@ -622,6 +622,13 @@ class NodeCore:
                 out.append(FlushDue())
             self._acks[to] = part
         return out
+
+    def _keep_part(self, to: str, part: Ack) -> None:
+        """``part`` is durable and unsent, and a newer ack the journal lacks takes (or keeps) its
+        place for this turn's flush: the flush sends ``part`` when it holds that one."""
+        kept = self._durable_parts.get(to)
+        if kept is None or kept.epoch != part.epoch or kept.seq < part.seq:
+            self._durable_parts[to] = part
 
     def held_ack(self, master: str) -> Ack | None:
         """The ack this replica holds back from ``master`` until its journal holds what it acks."""
@@ -695,6 +702,13 @@ class NodeCore:
                     if not self._acks and not self._flush_due:
                         self._flush_due = True
                         out.append(FlushDue())
+                    waiting = self._acks.get(a.to)
+                    durable = self.replication.durable_seq
+                    if waiting is not None and durable is not None and waiting.epoch == a.frame.epoch \
+                            and waiting.seq <= durable < a.frame.seq:
+                        # the journal holds the waiting ack (a report's part), not this newer
+                        # one, which the flush will hold: the waiting one goes all the same
+                        self._keep_part(a.to, waiting)
                     self._acks[a.to] = a.frame
                 else:
                     out.append(a)

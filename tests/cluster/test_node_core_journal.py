@@ -310,3 +310,25 @@ def test_two_journal_reports_in_one_turn_ack_up_to_the_later():
     assert any(type(a) is FlushDue for a in turn)
     assert _acks_sent(n2.flush(c.now), "n1") == [p2.entries[-1].seq]
     assert n2.held_ack("n1") is None
+
+
+def test_a_newer_batch_in_the_turn_of_a_journal_report_does_not_displace_what_the_report_made_durable():
+    # The report's part waits for the flush; a new batch's ack, which the journal lacks, takes
+    # its place. The flush holds the newer ack and still sends the part.
+    c = Cores(journal=True, limits=Limits(hold_ms=0))
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    fsync_all(c)
+    n2 = c.cores["n2"]
+    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "a"), c.now))
+    first = _batch_to(c, "n1", "n2")
+    c.handle("n2", n2.frame("n1", first, c.now))
+    p1 = [a for a in unpersisted(c, "n2") if type(a) is Persist and a.entries[-1].seq == first.seq][-1]
+    turn = n2.persisted(p1.token, c.now)             # its part waits for this turn's flush
+    assert any(type(a) is FlushDue for a in turn) and _acks_sent(turn, "n1") == []
+    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "b"), c.now))
+    second = _batch_to(c, "n1", "n2")
+    assert _acks_sent(n2.frame("n1", second, c.now), "n1") == []
+    assert _acks_sent(n2.flush(c.now), "n1") == [first.seq], "the durable part goes in this turn"
+    assert n2.held_ack("n1").seq == second.seq

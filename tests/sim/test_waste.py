@@ -100,3 +100,16 @@ def test_the_simulator_finds_a_transfer_kept_across_a_view_change_and_passes_the
     _patched(monkeypatch, "view-keeps-any-transfer", core_mod, core_mod.ReplicationCore, "install_view")
     failures = simulate(sc).failures
     assert any(f.startswith("waste: ") and "SnapshotChunk" in f for f in failures), failures
+
+
+def test_the_simulator_finds_a_newer_batch_displacing_a_journal_reports_part_at_a_pinned_60_second_seed(monkeypatch):
+    """durable-part-displaced (sim/mutants.py): a new batch's ack, in the turn of a journal
+    report whose part waits for the flush, takes the part's place; held for the journal, it
+    sends nothing, and the part waits for the next fsync. The product did so until the 60-second
+    sweep's seeds 129, 227 and 275 showed it (the mutant search's 30-second seeds never reach
+    the race)."""
+    sc = generate(275, nodes=None, policy=None, crash_policy="any", duration=60.0)
+    assert simulate(sc).ok
+    _patched(monkeypatch, "durable-part-displaced", node_core_mod, node_core_mod.NodeCore, "_replication")
+    failures = simulate(sc).failures
+    assert any(f.startswith("waste: ") and "(held for the next fsync)" in f for f in failures), failures
