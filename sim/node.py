@@ -499,7 +499,9 @@ class _Writer:
     submitted during that fsync waits for the next turn (group commit). An fsync takes a random
     latency; its bytes become durable when it returns. ``interval``: durable is reported once
     written, an fsync follows within the interval; ``never``: durable once written, fsyncs only
-    inside snapshots and resets. A reset is durable (and reported) on return, under every policy.
+    inside snapshots and resets. A reset is durable (and reported) on return, under every policy;
+    on a slowed disk (``slow_us``: the "race" and "hung" rare paths) its own fsyncs take an
+    fsync's latency plus the slowness before it returns, and what was submitted after it waits.
     Each report reaches the loop as a post (``persisted``). A paused process stops this thread
     too; a stalled loop does not."""
 
@@ -542,8 +544,17 @@ class _Writer:
             return
         ops, self.queue = self.queue, []
         try:
-            for op in ops:
+            for i, op in enumerate(ops):
                 self._apply(op)
+                if self.slow_us and type(op) is PersistReset:
+                    # a slow disk: the reset returns once its fsyncs (its snapshot's, the
+                    # directory's) have, and only then is it reported; the rest waits
+                    self.queue = ops[i + 1:] + self.queue
+                    self.busy = True
+                    w = self.node.world
+                    took = self.rng.randint(*self.spec.fsync_us) + self.slow_us
+                    w.at(w.now + took, self.node._node_event, self._reset_returned, (op.token,))
+                    return
         except Exception as e:     # the SimDisk raises no I/O error: this is a bug
             self._fail(e)
             return
@@ -565,7 +576,8 @@ class _Writer:
         elif t is PersistReset:
             self.journal.reset(op.seq, op.epoch, op.blobs)
             self.written = op.token
-            self._report(op.token)
+            if not self.slow_us:
+                self._report(op.token)
         elif t is Snapshot:
             sw = None
             try:
@@ -602,6 +614,15 @@ class _Writer:
             self.hung = False
             w = self.node.world
             w.at(w.now, self.node._node_event, self._synced, ())
+
+    def _reset_returned(self, token: int) -> None:
+        """A reset on a slowed disk returns now (``_turn``)."""
+        self.busy = False
+        if self.failed is not None:
+            return
+        self._report(token)
+        if self.queue:
+            self._turn()
 
     def _synced(self) -> None:
         self.busy = False

@@ -130,12 +130,14 @@ FSYNC_POLICIES = ("always", "interval", "never")
 # * "hung": an fsync hung across two master changes, under `fsync = always` (the seed gets a
 #   journal unless pinned without one or to another policy; not with "amnesia"). The
 #   master's stream is cut for ``lead_s`` (it writes a tail nobody takes), then its next fsync
-#   hangs and it is isolated; once the next master serves it is healed, and that master's
-#   transfer resets it (the reset waits behind the hung fsync); then that master is isolated
-#   for ``hold_s``, and once the hung node holds the ack of a batch from the master after that,
-#   the fsync returns and the power of every node is cut ``cut_after_us`` later: the node may
-#   have acked nothing past what its journal holds (sim/README.md, "Disks and the journal",
-#   durability; World._hung_*).
+#   hangs and it is isolated; once the next master serves it is healed (Raft first, once that
+#   master leads Raft), and that master's transfer resets it (the reset waits behind the hung
+#   fsync); then that master steps down in favour of another member (``pick``: which) and is
+#   isolated for ``hold_s``, and once the hung node holds the ack of a batch from the master
+#   after that, the fsync returns and the power of every node is cut ``cut_after_us`` later:
+#   the node may have acked nothing past what its journal holds (sim/README.md, "Disks and the
+#   journal", durability). A try has the floor (the faults that come due wait for it), and one
+#   that loses its way is followed by another while one fits (World._hung_*).
 # * "replay": a member's stream connection to the master breaks in the instant a request it
 #   forwarded (a receive) reached the master, and is back ``stall_s`` later, longer than that
 #   receive's visibility timeout. Like a transport that resends what it cannot know arrived, the
@@ -569,7 +571,8 @@ def _hung(rng: random.Random, lo: float, hi: float) -> Fault:
     return Fault(at, "hung", round(length, 3), "master",
                  {"lead_s": lead, "hold_s": round(rng.uniform(1.0, 2.5), 3), "wait_s": 3.0,
                   "slow_ms": rng.choice((5, 20)), "cut_after_us": rng.choice((1_000, 2_000)),
-                  "down_s": round(rng.uniform(0.3, 2.0), 3), "stagger_ms": rng.choice((0, 200, 1000))})
+                  "down_s": round(rng.uniform(0.3, 2.0), 3), "stagger_ms": rng.choice((0, 200, 1000)),
+                  "pick": rng.random()})
 
 
 def _relink(rng: random.Random, lo: float, hi: float) -> Fault:

@@ -58,6 +58,9 @@ HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majorit
 SETTLE_MAX_US = 30_000_000        # members must converge within this long after the drain
 FORK_POLL_US = 2_000              # the fork path watches for the next master's first batch this often
 FORK_WAIT_US = 6_000_000          # and gives up (healing the old master) after this long
+HUNG_STAGES_S = 6.0               # a try of the hung path needs its lead plus about this
+HUNG_RETRY_US = 500_000           # ... and starts this long after the try before it lost its way
+HUNG_HAND_S = 0.5                 # the heir of the master that reset the hung node takes over within this
 COMEBACK_POLL_US = 10_000         # the comeback path watches logs and Raft this often
 HANDOFF_CHUNK_US = 10_000         # the handoff path's "slow" mark: how late the joiner takes each chunk
 PROBE_US = 100_000                # the health probe's period (fault starts are probed at once too)
@@ -183,6 +186,7 @@ class World:
         self.race_arm: Fault | None = None       # a power cut waiting for its race (race_check)
         self.wiped_wait: tuple | None = None     # a wiped step waiting for its keepers' positioning
         self.hung_wait: tuple | None = None      # a hung step waiting for its master's next fsync
+        self.hung_held: list[Fault] | None = None   # faults due while a hung try has the floor
         self.replay_wait: tuple | None = None    # a replay step waiting for a forwarded receive's answer
         self._replaying: set[tuple[str, str]] = set()   # stream connections stalled by it
         self.relink_wait: tuple | None = None    # a relink step waiting for a transfer to its divergent member
@@ -581,6 +585,9 @@ class World:
 
     def _fault(self, f: Fault) -> None:
         if self.healed:
+            return
+        if self.hung_held is not None and f.kind != "hung":
+            self.hung_held.append(f)      # a hung try has the floor (_hung_step)
             return
         self._last_fault_at = self.now
         kind = f.kind
@@ -1218,12 +1225,13 @@ class World:
 
     def _hung_step(self, f: Fault, tries: int) -> None:
         """Cut the master of the moment's stream (both ways, Raft up) for the lead: it writes a
-        tail no replica takes; then its next fsync hangs (``fsync_hung``)."""
+        tail no replica takes; then its next fsync hangs (``fsync_hung``). Waits for a master
+        while a try still fits in the fault window (``_hung_again``)."""
         if self.healed:
             return
         m = self.master()
         if m is None or m.writer is None:
-            if tries < 30:
+            if self._hung_fits(f):
                 self.at(self.now + 100_000, self._hung_step, f, tries + 1)
             return
         self._last_fault_at = self.now
@@ -1234,15 +1242,42 @@ class World:
             self.net.cut_stream(a, b)
         self._nemesis(name, "stream_cut", {"links": [list(x) for x in stream], "lead_s": f.params["lead_s"],
                                            "hung": True})
+        if self.hung_held is None:
+            self.hung_held = []
         self._check_health()
         self.at(self.now + int(f.params["lead_s"] * 1e6), self._hung_arm, f, name, m.incarnation, stream)
 
+    def _hung_fits(self, f: Fault) -> bool:
+        """Another try of the path still fits before the fault window ends: its lead, and time
+        for its stages."""
+        return self.now_s + f.params["lead_s"] + HUNG_STAGES_S <= self.sc.fault_end
+
+    def _hung_again(self, f: Fault) -> None:
+        """A try that lost its way (the master deposed or crashed during the lead, no fsync, a
+        stage that did not come) gives way to another on the master of the moment, if it fits."""
+        self._hung_yield(0)
+        if not self.healed and self._hung_fits(f):
+            self.at(self.now + HUNG_RETRY_US, self._hung_step, f, 0)
+
+    def _hung_yield(self, after_us: int) -> None:
+        """A try is over: the faults that came due while it had the floor start ``after_us``
+        from now, in their order."""
+        held, self.hung_held = self.hung_held, None
+        for f in held or ():
+            self.at(self.now + after_us, self._fault, f)
+
     def _hung_arm(self, f: Fault, name: str, inc: int, stream: list[tuple[str, str]]) -> None:
         node = self.nodes.get(name)
-        if self.healed or node is None or not node.alive or node.incarnation != inc or node.writer is None:
+        m = self.master()
+        if self.healed or node is None or not node.alive or node.incarnation != inc or node.writer is None \
+                or m is not node:
+            # deposed or down during the lead (other faults): its tail reaches the next sync
+            # as any deposed master's does
             if not self.healed:
                 for a, b in stream:
                     self.net.restore_stream(a, b)
+                self._check_health()
+                self._hung_again(f)
             return
         node.writer.hang = True
         wait = (f, name, inc, stream)
@@ -1262,6 +1297,7 @@ class World:
             for a, b in stream:
                 self.net.restore_stream(a, b)
             self._check_health()
+            self._hung_again(f)
 
     def fsync_hung(self, node: SimNode) -> None:
         """sim/node.py: ``node``'s fsync hangs from now (its writer was told to). The node, whose
@@ -1289,24 +1325,57 @@ class World:
 
     def _hung_watch(self, f: Fault, state: tuple, polls: int) -> None:
         """The hung node's way through two master changes, each stage within ``wait_s``:
-        "elect": once another master serves, heal the hung node (it is divergent: a transfer);
-        "reset": once it restored that master's transfer (its reset not yet durable behind the
-        hung fsync), isolate that master for ``hold_s``; "ack": once it holds an ack of a
-        batch past the transfer's position from the master after that (which positioned it
-        and streamed to it), the fsync returns, and ``cut_after_us`` later the power is cut.
-        A stage that does not come in time releases the fsync."""
+        "elect": once another node leads Raft, give the hung node its Raft links back, its
+        stream still cut; "raft": once that node serves, its stream too (it is divergent: a
+        transfer, which its stream connection's handshake starts a little later); "reset": once
+        it restored that master's transfer (its reset not yet durable behind the hung fsync),
+        that master steps down in favour of another member, the heir ("hand": within
+        ``HUNG_HAND_S``), and is isolated for ``hold_s``; "ack": once the hung node holds an ack
+        of a batch past the transfer's position from the master after that (which positioned
+        it and streamed to it), the fsync returns, and ``cut_after_us`` later the power is cut.
+        A stage that does not come in time releases the fsync, and the path tries again
+        (``_hung_again``)."""
         stage, name, inc, links, tail, second, at = state
         node = self.nodes.get(name)
         if self.healed or node is None or not node.alive or node.incarnation != inc:
+            # the hung node went down (other faults): its links come back as they do on a release
+            if not self.healed and stage == "elect":
+                self._restore_links(links, "hung", None)
+            elif not self.healed and stage == "raft":
+                for a, b in links:
+                    self.net.restore_stream(a, b)
+            if not self.healed:
+                self._check_health()
+            self._hung_again(f)
             return
         core = node.core
-        if polls * FORK_POLL_US > f.params["wait_s"] * 1e6:
-            self._hung_release(f, node, links if stage == "elect" else None, cut=False)
-            return
+        if polls * FORK_POLL_US > (HUNG_HAND_S if stage == "hand" else f.params["wait_s"]) * 1e6:
+            if stage == "hand":     # the heir did not take over: the isolation decides
+                self._hung_isolate(f, second, at, tail)
+                state, polls = ("ack", name, inc, None, tail, second, at), -1
+            else:
+                if stage == "raft" and not self.healed:
+                    for a, b in links:
+                        self.net.restore_stream(a, b)
+                self._hung_release(f, node, links if stage == "elect" else None, cut=False)
+                self._hung_again(f)
+                return
         m = self.master()
         if stage == "elect":
-            if m is not None and m.name != name:
+            if any(o != name and x.alive and x.raft.role == "leader" for o, x in self.nodes.items()):
+                # another node leads Raft: the hung node gets its Raft links back (it follows, and
+                # is current in Raft when its stream comes back), its stream still cut, so that
+                # the next master's sync goes on without it (its tail would be the truth)
+                for a, b in links:
+                    self.net.cut_stream(a, b)
                 self._restore_links(links, "hung", None)
+                self._check_health()
+                state, polls = ("raft", name, inc, links, tail, None, None), -1
+        elif stage == "raft":
+            if m is not None and m.name != name:
+                for a, b in links:
+                    self.net.restore_stream(a, b)
+                self._nemesis("", "heal", {"fault": "hung", "links": [list(x) for x in links], "stream": True})
                 self._check_health()
                 state, polls = ("reset", name, inc, None, tail, m.name, None), -1
         elif stage == "reset":
@@ -1316,19 +1385,44 @@ class World:
                 at = taken["at_seq"]
                 self.reach["hung_resets"] += 1
                 self.reach["hung_tails"] += tail > at
-                cut = [(second, o) for o in self.names if o != second] + [(o, second) for o in self.names if o != second]
-                for a, b in cut:
-                    self.net.cut(a, b)
-                self._nemesis(second, "isolate", {"links": [list(x) for x in cut], "hung_reset_seq": at,
-                                                  "hung_fsync_seq": tail})
-                self._check_health()
-                self.at(self.now + int(f.params["hold_s"] * 1e6), self._restore_links, cut, "hung", None)
+                # The master after this one must be another member, which positions the hung node
+                # and streams to it: one elected when this one is isolated may be the hung node
+                # itself (its Raft log is whole), so this one first hands its office to an heir
+                # (an operator's step-down with a target: Raft's leadership transfer).
+                s = self.nodes.get(second)
+                heirs = [o for o in self.names if o not in (name, second) and o in self.nodes
+                         and self.nodes[o].alive and not self.nodes[o].frozen]
+                if s is not None and s.alive and not s.frozen and heirs and m is s:
+                    heir = heirs[int(f.params["pick"] * len(heirs))]
+                    self._nemesis(second, "step_down", {"to": heir, "hung_reset_seq": at})
+                    s.step_down(heir)
+                    state, polls = ("hand", name, inc, None, tail, second, at), -1
+                else:
+                    self._hung_isolate(f, second, at, tail)
+                    state, polls = ("ack", name, inc, None, tail, second, at), -1
+        elif stage == "hand":
+            if m is not None and m.name not in (second, name):     # the heir serves
+                self._hung_isolate(f, second, at, tail)
                 state, polls = ("ack", name, inc, None, tail, second, at), -1
+            elif core._resets_pending and any(a.seq > at for a in core._held_acks.values()):
+                # its transfer failed and this master was elected again, positioning the hung node
+                self._hung_release(f, node, None, cut=True)
+                return
         elif stage == "ack":
             if core._resets_pending and any(a.seq > at for a in core._held_acks.values()):
                 self._hung_release(f, node, None, cut=True)
                 return
         self.at(self.now + FORK_POLL_US, self._hung_watch, f, state, polls + 1)
+
+    def _hung_isolate(self, f: Fault, second: str, at: int, tail: int) -> None:
+        """The master that reset the hung node is isolated for ``hold_s``."""
+        cut = [(second, o) for o in self.names if o != second] + [(o, second) for o in self.names if o != second]
+        for a, b in cut:
+            self.net.cut(a, b)
+        self._nemesis(second, "isolate", {"links": [list(x) for x in cut], "hung_reset_seq": at,
+                                          "hung_fsync_seq": tail})
+        self._check_health()
+        self.at(self.now + int(f.params["hold_s"] * 1e6), self._restore_links, cut, "hung", None)
 
     def _hung_release(self, f: Fault, node: SimNode, links: list[tuple[str, str]] | None, cut: bool) -> None:
         """The hung fsync returns (the fsyncs after it take ``slow_ms`` more); with ``cut``, the
@@ -1343,6 +1437,8 @@ class World:
             self.reach["hung_releases"] += 1
             power = Fault(0.0, "hung", f.params["down_s"], "", {"stagger_ms": f.params["stagger_ms"]})
             self.at(self.now + f.params["cut_after_us"], self._power_cut_now, power)
+            # what came due during the try starts once every node has its power back
+            self._hung_yield(f.params["cut_after_us"] + int((f.params["down_s"] + f.params["stagger_ms"] / 1000) * 1e6) + 1)
         self._check_health()
 
     # --- forwarded requests delivered again after a reconnection (scenario._replay) -------------
