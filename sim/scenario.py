@@ -565,7 +565,7 @@ def _wiped(rng: random.Random, lo: float, hi: float) -> Fault:
 def _hung(rng: random.Random, lo: float, hi: float) -> Fault:
     """An fsync hung across two master changes (see RARE_PROBABILITY): one step; each of its
     stages waits at most ``wait_s``."""
-    lead = round(rng.uniform(1.5, 3.5), 3)
+    lead = round(rng.uniform(3.0, 6.0), 3)
     length = lead + 8.0
     at = round(rng.uniform(lo, max(lo, hi - length)), 3)
     return Fault(at, "hung", round(length, 3), "master",
