@@ -267,30 +267,28 @@ SLOW: dict[str, int] = {
     # the `race` rare path (master); 118 until 5f887bb, whose `gc` and `turn` that seed plays
     "master-copy-before-fsync": 230,
     # found again once the nemesis let a restarted master count as caught up (bf1b178: 98);
-    # 69 since the `replay` and `relink` rare paths (550a08c), 67 since `gc` (5f887bb)
-    "position-unknown-is-prefix": 67,
+    # 69 since the `replay` and `relink` rare paths (550a08c), 67 since `gc` (5f887bb), 81 since
+    # the `hung` path's floor and retries (ed02ddd), which seed 67 plays
+    "position-unknown-is-prefix": 81,
     # 245 (a `hung` seed) until 5f887bb, whose `gc` that seed plays
     "sync-quorum-of-view": 173,
     # 66 until 550a08c (`relink`), 168 until 5f887bb (`comeback`, `gc`)
     "amnesiac-caught-up-at-once": 177,
     # 67 (a `replay` seed) until 5f887bb, whose `comeback` and `turn` that seed plays
     "forward-dedupe-forgets": 104,
+    # 14 (the wasted-work rule) until the `hung` path's floor and retries (ed02ddd), which that
+    # seed plays
+    "durable-part-dropped": 163,
+    # in no 30-second seed of 0-299 until ed02ddd (81 plays `hung`, whose tries hold the faults
+    # due meanwhile); the 60-second sweep found it at 129, 227 and 275 (tests/sim/test_waste.py
+    # pins 275)
+    "durable-part-displaced": 81,
 }
 
 # Not found within BOUND seeds when measured (sim/README.md, "Mutants"): name -> why, as far as
 # we know. These are the simulator's known blind spots, not equivalent mutants: each changes
 # what a run could observe.
-NOT_FOUND: dict[str, str] = {
-    "durable-part-displaced":
-        "its race (a journal report and a new batch for the same master in one instant, the "
-        "report's part still waiting for the flush) arose in none of the search's 30-second seeds "
-        "0-299; the 60-second sweep (`sim run --seeds 300 --nodes random --policy random`) "
-        "finds it at seeds 129, 227 and 275 (tests/sim/test_waste.py pins 275)",
-    "durable-after-reset":
-        "found at seed 24 by the `hung` rare path until 5f887bb, where that seed plays `turn` too "
-        "(pinned to its other paths, busy, deaf, handoff and hung, seed 24 still fails; with "
-        "`turn` it passes); pinned to `hung`, tests/sim/test_rare.py's seed 1 fails",
-}
+NOT_FOUND: dict[str, str] = {}
 
 
 # The unit test that kills each mutant this suite does not search (SLOW, NOT_FOUND): with it,
@@ -309,11 +307,12 @@ UNIT_TESTS: dict[str, str] = {
     "durable-part-displaced":
         "tests/cluster/test_node_core_journal.py::"
         "test_a_newer_batch_in_the_turn_of_a_journal_report_does_not_displace_what_the_report_made_durable",
-    # pinned seeds of the simulator: no unit test of the cores reaches these three
+    "durable-part-dropped":
+        "tests/cluster/test_node_core_journal.py::"
+        "test_a_journal_report_in_the_turn_of_a_newer_ack_still_acks_what_it_made_durable",
+    # pinned seeds of the simulator: no unit test of the cores reaches these two
     "amnesiac-caught-up-at-once":
         "tests/sim/test_rare.py::test_a_master_lost_before_wiped_members_caught_up_loses_nothing",
-    "durable-after-reset":
-        "tests/sim/test_rare.py::test_an_fsync_hung_across_two_master_changes_acks_nothing_the_journal_lacks",
     "forward-dedupe-forgets":
         "tests/sim/test_rare.py::test_a_forwarded_request_sent_again_after_a_reconnection_is_served_once",
 }
