@@ -278,6 +278,15 @@ class ReplicationCore:
             self.replica_core = self._new_applier()
         if self.replica_core is not None:
             out = self.replica_core.on_frame(sender, frame, now_ms)
+            rec = self.receiver
+            if t is Batch and rec is not None and rec.master == sender and rec.epoch == frame.epoch:
+                # A master streams to a member only once it found the member's log a prefix of
+                # its own, and never while it transfers to it: a transfer it started and then
+                # dropped (a same-epoch view removed the member while its first chunk was on the
+                # way) is over, and its half-restored staging would otherwise stay for good.
+                self.receiver = None
+                out.append(Note("transfer-abandoned", {"from": sender, "epoch": frame.epoch,
+                                                       "chunks": rec.expected}))
             if not self.amnesiac:
                 return out
             applier = self.replica_core

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from storage import IdSource, ManualClock, Storage
+from storage.codec import encode_many
 from storage.commands import CreateQueue, Namespace, SendMessage
 
 from cluster.replication.core import (
@@ -19,7 +20,7 @@ from cluster.replication.core import (
 )
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Complete, Send
+from cluster.replication.messages import AckPolicy, Complete, Send, SnapshotChunk
 from tests.replication.network import FrameNet
 
 NS = Namespace("us-east-1", "000000000000")
@@ -478,3 +479,19 @@ def test_a_replica_caught_up_by_a_new_master_holds_each_entry_with_the_epoch_it_
     assert net.cores["n2"].serving
     held = lambda n: [(e.seq, e.written_epoch) for e in net.cores[n].log.since(1, 100)]
     assert held("n3") == held("n2") and {epoch for _, epoch in held("n3")} == {1}
+
+
+def test_a_member_streamed_to_drops_a_transfer_its_master_no_longer_sends():
+    # A same-epoch view dropped n3 while the first chunk of its transfer was on the way, and the
+    # master released that transfer; n3 took the chunk afterwards, then was added back and
+    # streamed to as a prefix. Nothing will ever finish that receiver: the stream says so (a
+    # master never streams to a member it transfers to), and its staging must not stay.
+    net = _serving_with_queue()
+    n3 = net.cores["n3"]
+    chunk = SnapshotChunk(1, 7, 0, n3.log.last_seq, 1, encode_many([]), False)
+    net.handle("n3", n3.on_frame("n1", chunk, net.now()))
+    assert n3.status(net.now())["transfer_in"] == "n1", "a transfer from n1 under way"
+    net.execute("n1", SendMessage(NS.key("q"), "after"), 2)
+    net.settle(3)
+    assert n3.status(net.now())["transfer_in"] is None
+    assert len(net.digests()) == 1
