@@ -265,6 +265,23 @@ def _batch_to(c: Cores, sender: str, to: str) -> Any:
     raise AssertionError(f"no batch queued from {sender} to {to}")
 
 
+def _journaled_with_queue() -> tuple[Cores, Any]:
+    """n1 serving with journals everywhere, queue "q" on disk; the master sends each batch at
+    once (hold_ms=0), as under load. Returns the harness and replica n2's core."""
+    c = Cores(journal=True, limits=Limits(hold_ms=0))
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    fsync_all(c)
+    return c, c.cores["n2"]
+
+
+def _send_held_back(c: Cores, body: str) -> Any:
+    """A send through n1; its batch to n2 is taken off the queue, undelivered."""
+    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), body), c.now))
+    return _batch_to(c, "n1", "n2")
+
+
 def _acks_sent(actions: list[Any], to: str) -> list[int]:
     return [a.frame.seq for a in actions if type(a) is Send and a.to == to and type(a.frame) is Ack]
 
@@ -273,17 +290,10 @@ def test_a_journal_report_in_the_turn_of_a_newer_ack_still_acks_what_it_made_dur
     # The report arrives while a newer batch's ack waits for the end of the turn. That flush
     # holds the newer ack again (the journal lacks it), and must still send the part the report
     # made durable: held back with it, it waited for the next fsync (sim/waste.py judges this).
-    c = Cores(journal=True, limits=Limits(hold_ms=0))
-    c.serving("n1")
-    fsync_all(c)
-    c.execute("n1", CreateQueue(NS, "q"))
-    fsync_all(c)
-    n2 = c.cores["n2"]
-    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "a"), c.now))
-    first = _batch_to(c, "n1", "n2")
+    c, n2 = _journaled_with_queue()
+    first = _send_held_back(c, "a")
     assert _acks_sent(c.handle("n2", n2.frame("n1", first, c.now)), "n1") == [], "held: not on disk yet"
-    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "b"), c.now))
-    second = _batch_to(c, "n1", "n2")
+    second = _send_held_back(c, "b")
     turn = n2.frame("n1", second, c.now)            # its ack waits for this turn's flush
     assert any(type(a) is FlushDue for a in turn) and _acks_sent(turn, "n1") == []
     p1 = [a for a in unpersisted(c, "n2") if type(a) is Persist and a.entries[-1].seq == first.seq][-1]
@@ -295,15 +305,9 @@ def test_a_journal_report_in_the_turn_of_a_newer_ack_still_acks_what_it_made_dur
 def test_two_journal_reports_in_one_turn_ack_up_to_the_later():
     # Two reports before the turn ends: the second makes more durable than the first, whose
     # ack already waits for the flush; the flush sends the later one.
-    c = Cores(journal=True, limits=Limits(hold_ms=0))
-    c.serving("n1")
-    fsync_all(c)
-    c.execute("n1", CreateQueue(NS, "q"))
-    fsync_all(c)
-    n2 = c.cores["n2"]
+    c, n2 = _journaled_with_queue()
     for body in ("a", "b"):
-        c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), body), c.now))
-        c.handle("n2", n2.frame("n1", _batch_to(c, "n1", "n2"), c.now))
+        c.handle("n2", n2.frame("n1", _send_held_back(c, body), c.now))
     p1, p2 = [a for a in unpersisted(c, "n2") if type(a) is Persist][-2:]
     assert n2.held_ack("n1").seq == p2.entries[-1].seq
     turn = n2.persisted(p1.token, c.now) + n2.persisted(p2.token, c.now)
@@ -315,20 +319,13 @@ def test_two_journal_reports_in_one_turn_ack_up_to_the_later():
 def test_a_newer_batch_in_the_turn_of_a_journal_report_does_not_displace_what_the_report_made_durable():
     # The report's part waits for the flush; a new batch's ack, which the journal lacks, takes
     # its place. The flush holds the newer ack and still sends the part.
-    c = Cores(journal=True, limits=Limits(hold_ms=0))
-    c.serving("n1")
-    fsync_all(c)
-    c.execute("n1", CreateQueue(NS, "q"))
-    fsync_all(c)
-    n2 = c.cores["n2"]
-    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "a"), c.now))
-    first = _batch_to(c, "n1", "n2")
+    c, n2 = _journaled_with_queue()
+    first = _send_held_back(c, "a")
     c.handle("n2", n2.frame("n1", first, c.now))
     p1 = [a for a in unpersisted(c, "n2") if type(a) is Persist and a.entries[-1].seq == first.seq][-1]
     turn = n2.persisted(p1.token, c.now)             # its part waits for this turn's flush
     assert any(type(a) is FlushDue for a in turn) and _acks_sent(turn, "n1") == []
-    c.handle("n1", c.cores["n1"].execute(object(), SendMessage(NS.key("q"), "b"), c.now))
-    second = _batch_to(c, "n1", "n2")
+    second = _send_held_back(c, "b")
     assert _acks_sent(n2.frame("n1", second, c.now), "n1") == []
     assert _acks_sent(n2.flush(c.now), "n1") == [first.seq], "the durable part goes in this turn"
     assert n2.held_ack("n1").seq == second.seq

@@ -71,34 +71,33 @@ def test_a_report_owes_nothing_when_nothing_held_became_durable_or_the_view_move
     assert check.failures == [] and check.reports_checked == 0
 
 
-def _patched(monkeypatch, name: str, module, owner, function: str) -> None:
+def _failures_with(monkeypatch, sc, name: str, module, owner, function: str) -> list[str]:
+    """``sc`` passes on clean code; its failures with mutant ``name`` applied to ``function``."""
+    assert simulate(sc).ok
     m = BY_NAME[name]
     src = inspect.getsource(getattr(owner, function))
     assert src.count(m.old) == 1
     ns: dict = {}
     exec(compile(textwrap.dedent(src.replace(m.old, m.new)), module.__file__, "exec"), module.__dict__, ns)
     monkeypatch.setattr(owner, function, ns[function])
+    return simulate(sc).failures
 
 
 def test_the_simulator_finds_an_ack_held_for_the_next_fsync_and_passes_the_same_seed_without_the_bug(monkeypatch):
     """held-ack-unclamped (sim/mutants.py): a replica holds back all of an ack until all of it
     is durable. Nothing is lost, every operation completes an fsync later: no seed within 300
-    found it before this check; found at seed 0 by it."""
-    sc = generate(0, **SETTINGS)
-    assert simulate(sc).ok
-    _patched(monkeypatch, "held-ack-unclamped", node_core_mod, node_core_mod.NodeCore, "persisted")
-    failures = simulate(sc).failures
+    found it before this check; found at seed 0 by it (e222f22)."""
+    failures = _failures_with(monkeypatch, generate(0, **SETTINGS), "held-ack-unclamped", node_core_mod,
+                              node_core_mod.NodeCore, "persisted")
     assert any(f.startswith("waste: ") and "(held for the next fsync)" in f for f in failures), failures
 
 
 def test_the_simulator_finds_a_transfer_kept_across_a_view_change_and_passes_the_same_seed_without_the_bug(monkeypatch):
     """view-keeps-any-transfer (sim/mutants.py): a member keeps sending an older epoch's
     snapshot to the master of a new view, whose receiver refuses every chunk. No seed within
-    300 found it before this check; found at seed 24 by it."""
-    sc = generate(24, **SETTINGS)
-    assert simulate(sc).ok
-    _patched(monkeypatch, "view-keeps-any-transfer", core_mod, core_mod.ReplicationCore, "install_view")
-    failures = simulate(sc).failures
+    300 found it before this check; found at seed 24 by it (e222f22; at 1 since ed02ddd)."""
+    failures = _failures_with(monkeypatch, generate(24, **SETTINGS), "view-keeps-any-transfer", core_mod,
+                              core_mod.ReplicationCore, "install_view")
     assert any(f.startswith("waste: ") and "SnapshotChunk" in f for f in failures), failures
 
 
@@ -109,7 +108,6 @@ def test_the_simulator_finds_a_newer_batch_displacing_a_journal_reports_part_at_
     sweep's seeds 129, 227 and 275 showed it (at 2d00742 none of the mutant search's 30-second
     seeds reached the race; since the `hung` path of ed02ddd, seed 81 does: SLOW)."""
     sc = generate(275, nodes=None, policy=None, crash_policy="any", duration=60.0)
-    assert simulate(sc).ok
-    _patched(monkeypatch, "durable-part-displaced", node_core_mod, node_core_mod.NodeCore, "_replication")
-    failures = simulate(sc).failures
+    failures = _failures_with(monkeypatch, sc, "durable-part-displaced", node_core_mod, node_core_mod.NodeCore,
+                              "_replication")
     assert any(f.startswith("waste: ") and "(held for the next fsync)" in f for f in failures), failures
