@@ -568,7 +568,9 @@ class NodeCore:
         self._replication(self.replication.flush(int(now * 1000)), now, out)
         if self._acks:
             acks, self._acks = self._acks, {}
-            parts, self._durable_parts = self._durable_parts, {}
+            parts = self._durable_parts
+            if parts:
+                self._durable_parts = {}
             durable = self.replication.durable_seq
             for to, ack in acks.items():
                 if decisions.ON and durable is not None:

@@ -200,7 +200,7 @@ class World:
             "race": lambda f: self._race_arm(f, 0),
             "handoff": lambda f: self._handoff_step(f, 0, 0),
             "wiped": lambda f: self._wiped_step(f, 0, 0),
-            "hung": lambda f: self._hung_step(f, 0),
+            "hung": self._hung_step,
             "replay": lambda f: self._replay_step(f, 0),
             "relink": lambda f: self._lead_step("relink", f, 0, 0),
             "gc": lambda f: self._gc_step(f, 0, 0),
@@ -1223,7 +1223,7 @@ class World:
 
     # --- an fsync hung across two master changes (scenario._hung) -------------------------------
 
-    def _hung_step(self, f: Fault, tries: int) -> None:
+    def _hung_step(self, f: Fault) -> None:
         """Cut the master of the moment's stream (both ways, Raft up) for the lead: it writes a
         tail no replica takes; then its next fsync hangs (``fsync_hung``). Waits for a master
         while a try still fits in the fault window (``_hung_again``)."""
@@ -1232,7 +1232,7 @@ class World:
         m = self.master()
         if m is None or m.writer is None:
             if self._hung_fits(f):
-                self.at(self.now + 100_000, self._hung_step, f, tries + 1)
+                self.at(self.now + 100_000, self._hung_step, f)
             return
         self._last_fault_at = self.now
         name = m.name
@@ -1257,7 +1257,7 @@ class World:
         stage that did not come) gives way to another on the master of the moment, if it fits."""
         self._hung_yield(0)
         if not self.healed and self._hung_fits(f):
-            self.at(self.now + HUNG_RETRY_US, self._hung_step, f, 0)
+            self.at(self.now + HUNG_RETRY_US, self._hung_step, f)
 
     def _hung_yield(self, after_us: int) -> None:
         """A try is over: the faults that came due while it had the floor start ``after_us``
@@ -1404,12 +1404,12 @@ class World:
             if m is not None and m.name not in (second, name):     # the heir serves
                 self._hung_isolate(f, second, at, tail)
                 state, polls = ("ack", name, inc, None, tail, second, at), -1
-            elif core._resets_pending and any(a.seq > at for a in core._held_acks.values()):
+            elif _holds_ack_past_reset(core, at):
                 # its transfer failed and this master was elected again, positioning the hung node
                 self._hung_release(f, node, None, cut=True)
                 return
         elif stage == "ack":
-            if core._resets_pending and any(a.seq > at for a in core._held_acks.values()):
+            if _holds_ack_past_reset(core, at):
                 self._hung_release(f, node, None, cut=True)
                 return
         self.at(self.now + FORK_POLL_US, self._hung_watch, f, state, polls + 1)
@@ -2312,6 +2312,12 @@ def relax_for_power_cuts(verdict: Any, records: list[Record], cuts: list[float],
     n = (len(verdict.lost) - len(lost)) + (len(verdict.duplicates) - len(dups)) \
         + (len(verdict.order_violations) - len(order))
     return dataclasses.replace(verdict, lost=tuple(lost), duplicates=tuple(dups), order_violations=tuple(order)), n
+
+
+def _holds_ack_past_reset(core: Any, at: int) -> bool:
+    """The hung node holds, behind its reset still pending in the hung fsync, an ack of a batch
+    past the transfer's position ``at``: the moment the hung path releases the fsync."""
+    return bool(core._resets_pending) and any(a.seq > at for a in core._held_acks.values())
 
 
 def _deliver_request(node: SimNode, req: Request) -> None:
