@@ -43,6 +43,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
+import msgspec
+
 from storage import Storage
 from storage.commands import (
     Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue, Tick,
@@ -108,9 +110,27 @@ LOCAL = Local()
 
 # -- actions for the runtimes -------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """The outcome of the client operation ``token``: its result, or the error to tell."""
+class _Policies(dict):
+    """Each queue's ack policy (its tag, or the default), and the last one looked up."""
+
+    __slots__ = ("last_key", "last")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_key: QueueKey | None = None
+        self.last: Any = None
+
+    def clear(self) -> None:
+        super().clear()
+        self.last_key = self.last = None
+
+
+class Answer(msgspec.Struct, frozen=True):
+    """The outcome of the client operation ``token``: its result, or the error to tell.
+
+    A Struct rather than a dataclass like its siblings: one is made per client operation, and a
+    frozen dataclass's ``__init__`` is a Python call setting each field through
+    ``object.__setattr__``; a Struct is built in C."""
 
     token: Any
     result: Any
@@ -269,7 +289,7 @@ class NodeCore:
                                      keepalive=t.keepalive, dead_after=t.connection_timeout)
         self.throttling = False
         self.rejected = 0
-        self._policies: dict[QueueKey, AckPolicy] = {}
+        self._policies = _Policies()
         # op id -> (token, result, changed, the error to answer instead of the result)
         self._pending: dict[int, tuple[Any, Any, bool, SqsError | None]] = {}
         self._op_ids = itertools.count(1)
@@ -327,7 +347,8 @@ class NodeCore:
         return active
 
     def route(self, now: float) -> Route:
-        if self.serving(now):
+        if (now < self._active_until and self.replication.serving and self.journal_error is None) \
+                or self.serving(now):   # serving()'s first answer inline: once per client request
             return LOCAL
         reason = self.unavailable_reason(now)
         if not self.settings.forward:
@@ -396,7 +417,9 @@ class NodeCore:
         """Run ``command`` if this node is the serving master; its ``Answer`` comes once its ack
         policy is met (maybe among the actions returned now)."""
         out: list[Action] = []
-        if not self.serving(now):
+        # serving()'s first answer, inline: this runs once per client operation
+        if not (now < self._active_until and self.replication.serving and self.journal_error is None) \
+                and not self.serving(now):
             self._time_passed(now, out)
             out.append(Answer(token, None, NotServing(self.unavailable_reason(now))))
             return out
@@ -423,7 +446,9 @@ class NodeCore:
         # and must wait for what came before it (sim/README.md bug 2).
         op = next(self._op_ids)
         self._pending[op] = (token, result, bool(mutations), error)
-        self._replication(self.replication.submit(op, mutations, policy), now, out)
+        staged = self.replication.submit(op, mutations, policy)
+        if staged:   # most often nothing yet: the operation waits in the stage for its batch
+            self._replication(staged, now, out)
         if mutations and not self._flush_due:
             self._flush_due = True
             out.append(FlushDue())
@@ -870,7 +895,11 @@ class NodeCore:
         key = getattr(command, "queue", None)
         if key is None:
             return self.settings.policy
-        p = self._policies.get(key)
+        policies = self._policies
+        if key is policies.last_key:
+            # The endpoint reuses one QueueKey per queue URL: no hash (a Python call) per operation
+            return policies.last
+        p = policies.get(key)
         if p is None:
             p = self.settings.policy
             try:
@@ -884,7 +913,8 @@ class NodeCore:
                 except ValueError:
                     out.append(Warn(f"queue {key.name}: tag {POLICY_TAG}={value!r} is not an ack policy; "
                                     f"using {p.value}"))
-            self._policies[key] = p
+            policies[key] = p
+        policies.last_key, policies.last = key, p
         return p
 
     def _progress_line(self, now: float, out: list[Action]) -> None:

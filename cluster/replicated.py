@@ -73,6 +73,7 @@ class ReplicatedStorage:
                  on_serving: Callable[[bool], None] | None = None,
                  on_storage: Callable[[Storage], None] | None = None,
                  on_changed: Callable[[], None] | None = None,
+                 client_error: Callable[[BaseException], BaseException] | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
                  raft: Callable[[NodeConfig, Any], MembershipNode] = MembershipNode) -> None:
         self.config = config
@@ -82,6 +83,8 @@ class ReplicatedStorage:
         self.on_serving = on_serving
         self.on_storage = on_storage
         self.on_changed = on_changed
+        # what a client's callback gets instead of the core's error (the SQS error, say)
+        self.client_error = client_error or (lambda err: err)
         self._now = monotonic
         self._wall = time.time
         rep = config.cluster.replication
@@ -200,9 +203,11 @@ class ReplicatedStorage:
 
     def execute(self, command: Command, done: Callable[[Any, BaseException | None], None]) -> None:
         if not self._started:
-            done(None, NotServing(f"Node {self.name} is not running."))
+            done(None, self.client_error(NotServing(f"Node {self.name} is not running.")))
             return
-        self._act(self.core.execute(done, command, self._now()))
+        actions = self.core.execute(done, command, self._now())
+        if actions:   # most often none: the operation waits for its batch's acks
+            self._act(actions)
 
     def forward(self, payload: Any, done: Callable[[Any, BaseException | None], None]) -> None:
         self.forwarding.forwarded += 1
@@ -315,21 +320,33 @@ class ReplicatedStorage:
     def _act(self, actions: list[Any]) -> None:
         # One failing action (a client callback that raises, a closed socket) must not drop the
         # ones after it: an answer or a FlushDue lost here would stall every later operation.
+        changed = False
         for a in actions:
             try:
-                self._do(a)
+                if type(a) is Answer:
+                    # inline rather than in _do: an ack answers a batch's every operation here
+                    err = a.error
+                    if err is None:
+                        changed = changed or a.changed
+                        a.token(a.result, None)
+                    else:
+                        a.token(a.result, self.client_error(err))
+                else:
+                    self._do(a)
             except Exception:
                 log.exception("node %s: action %s failed", self.name, type(a).__name__)
+        if changed and self.on_changed is not None:
+            # once for all the answers: the long polls it wakes re-check the whole queue anyway
+            try:
+                self.on_changed()
+            except Exception:
+                log.exception("node %s: waking long polls failed", self.name)
 
     def _do(self, a: Any) -> None:
         t = type(a)
         if t is Send:
             if not self.stream.send(a.to, a.frame) and type(a.frame) is Forward:
                 self._act(self.core.forward_unsent(a.frame.request_id))
-        elif t is Answer:
-            a.token(a.result, a.error)
-            if a.changed and a.error is None and self.on_changed is not None:
-                self.on_changed()
         elif t is FlushDue and a.at is not None:
             self._loop.call_later(max(0.0, a.at - self._now()), self._flush)
         elif t is FlushDue:

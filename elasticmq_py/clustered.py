@@ -81,27 +81,27 @@ class ClusterBackend:
             self._history = HistoryWriter(node_config.history_path, self.name) if node_config.history_path else None
             self.replicated = ReplicatedStorage(node_config, clock, limits, history=self._history,
                                                 on_serving=self._on_serving, on_storage=self._on_storage,
-                                                on_changed=self._wake)
+                                                on_changed=self._wake, client_error=client_error)
         except (OSError, ValueError, DataDirError) as e:
             raise ClusterStartError(f"node {self.name}: cannot start the cluster member: {e}") from None
+        self.route = self.replicated.route   # asked once per request: no call of our own between
 
     # -- the Backend interface ---------------------------------------------------------------
 
-    def route(self) -> Route:
+    def route(self) -> Route:   # replaced by the storage's own in __init__
         return self.replicated.route()
 
     def execute(self, command: Command, done: Done) -> None:
+        # errors reach ``done`` as SQS errors already (``client_error``, given to the storage)
         if self._history is not None and type(command) is not Tick:
             started = time.time()
 
             def finish(result: Any, err: BaseException | None) -> None:
-                err = None if err is None else client_error(err)
                 self._record_op(command, started, err)
                 done(result, err)
+            self.replicated.execute(command, finish)
         else:
-            def finish(result: Any, err: BaseException | None) -> None:
-                done(result, None if err is None else client_error(err))
-        self.replicated.execute(command, finish)
+            self.replicated.execute(command, done)
 
     def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None]) -> None:
         def answered(payload: Any, err: BaseException | None) -> None:

@@ -240,15 +240,18 @@ def test_a_queues_tag_picks_its_ack_policy_and_a_bad_tag_warns():
     tok = object()
     c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("fast"), "x"), c.now))
     assert [a.error for a in c.answers("n1", tok)] == [None], "policy none: answered at once"
+    odd = NS.key("odd")   # one key object throughout, as the endpoint hands out per queue URL
     tok = object()
-    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("odd"), "x"), c.now))
+    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(odd, "x"), c.now))
     assert c.answers("n1", tok) == [], "the cluster's majority: waits for acks"
     assert any(type(a) is Warn and "not an ack policy" in a.text for a in c.out["n1"])
-    # a tag change applies to the next operation of that queue
-    c.handle("n1", c.cores["n1"].execute(object(), TagQueue(NS.key("odd"), {POLICY_TAG: "none"}), c.now))
-    tok = object()
-    c.handle("n1", c.cores["n1"].execute(tok, SendMessage(NS.key("odd"), "y"), c.now))
-    assert [a.error for a in c.answers("n1", tok)] == [None]
+    # a tag change applies to the next operation of that queue (the core's cache of the last
+    # queue's policy included), whether it names the queue by the same key object or an equal one
+    c.handle("n1", c.cores["n1"].execute(object(), TagQueue(odd, {POLICY_TAG: "none"}), c.now))
+    for key in (odd, NS.key("odd")):
+        tok = object()
+        c.handle("n1", c.cores["n1"].execute(tok, SendMessage(key, "y"), c.now))
+        assert [a.error for a in c.answers("n1", tok)] == [None]
 
 
 def test_waiting_operations_are_abandoned_only_after_the_fallback_not_at_a_lapse():

@@ -350,3 +350,35 @@ async def test_a_flush_asked_for_at_a_time_runs_then_and_not_before():
         assert ran[0] >= at - 0.002 and len(ran) == 1
     finally:
         await c.stop()
+
+
+def test_answers_reach_their_callbacks_translated_and_changes_wake_long_polls_once():
+    """A batch's answers leave in one call of the glue: each callback gets its result or its
+    error as the client's (``client_error``), one callback that raises stops none of the others,
+    and long polls are woken once for the lot, and only if something changed."""
+    from storage.clock import ManualClock
+    from cluster.config import NodeConfig
+    from cluster.node_core import Answer
+    from tests.cluster.scripted_raft import ScriptedRaft, cluster_config
+
+    woken: list[int] = []
+    node = ReplicatedStorage(NodeConfig("n1", cluster_config()), ManualClock(0),
+                             raft=lambda c, e: ScriptedRaft(None, c, e),   # type: ignore[arg-type]
+                             on_changed=lambda: woken.append(1),
+                             client_error=lambda err: RuntimeError(f"as the client sees it: {err}"))
+    got: dict[str, tuple[Any, Any]] = {}
+
+    def token(name: str, raises: bool = False):
+        def done(result: Any, err: BaseException | None) -> None:
+            got[name] = (result, None if err is None else str(err))
+            if raises:
+                raise ValueError("a client's callback failed")
+        return done
+
+    node._act([Answer(token("a", raises=True), "ra", None, True),
+               Answer(token("b"), None, NotServing("not the master")),
+               Answer(token("c"), "rc", None, True)])
+    assert got == {"a": ("ra", None), "b": (None, "as the client sees it: not the master"), "c": ("rc", None)}
+    assert woken == [1], "one wake-up for the batch's changes"
+    node._act([Answer(token("d"), "rd", None, False), Answer(token("e"), None, NotServing("no"), True)])
+    assert woken == [1], "nothing changed: no wake-up (a failed change changed nothing)"
