@@ -11,7 +11,7 @@ function callgrind is told to collect in), so the count of N requests is exact a
 depend on the machine's load, unlike the CPU seconds of ``make bench``. What it leaves out:
 the event loop's turn and the socket's system calls, which a real server pays per request too
 and which are the same for every handler. ``noop`` (the loop alone) is subtracted from each
-phase. ``--keep`` keeps callgrind's files, one per phase, for ``callgrind_annotate``.
+phase. ``--keep`` keeps callgrind's files, one per measured loop, for ``callgrind_annotate``.
 
 Phases (100-byte bodies unless named):
   trivial           the load generator's JSON send to the trivial handler (the HTTP layer alone)
@@ -21,6 +21,12 @@ Phases (100-byte bodies unless named):
   receive_json/...  ReceiveMessage of 10 from a deep queue
   delbatch_json/... DeleteMessageBatch of the 10 handles one receive got
   delete_json/...   DeleteMessage of one handle
+  cluster_json      SendMessage on the master of a 3-node `majority` cluster, in-process
+                    (bench/inprocess_cluster.py: the real cluster backend, glue, node core and
+                    wire codec; no sockets, no Raft, no event loop): 15 connections send one
+                    request each, the master cuts them into a batch, both replicas apply it and
+                    ack, the master answers. It reports two counts per send: ``master_json``
+                    (requests, batch, acks, answers) and ``replica_json`` (one replica's share).
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ from pathlib import Path
 
 PROTOCOLS = ("json", "query")
 PHASES = ("noop", "trivial") + tuple(
-    f"{kind}_{p}" for kind in ("send", "send64k", "batch", "receive", "delbatch", "delete") for p in PROTOCOLS)
+    f"{kind}_{p}" for kind in ("send", "send64k", "batch", "receive", "delbatch", "delete") for p in PROTOCOLS) \
+    + ("cluster_json",)
+CLUSTER_BATCH = 15   # connections of the cluster phase, one request each per round trip
 HOST = "localhost:9324"
 _MARKER = "functools_reduce"   # the C function each measured loop runs inside
 
@@ -97,6 +105,65 @@ def _measure(feed, requests: list[bytes], n: int) -> None:
     functools.reduce(step, range(n), None)
 
 
+def _cluster_phase(n: int, max_body: int, done: list[tuple[str, int, int]]) -> None:
+    """``cluster_json``: each round trip is measured in three parts, each its own dump: the
+    master's requests and batch, the replicas' apply and acks, the master's acks and answers."""
+    from bench.inprocess_cluster import InProcessCluster
+    from bench.loadgen.sqs import Api, Payloads
+    from storage.commands import CreateQueue, Namespace
+
+    from elasticmq_py.endpoint import Endpoint
+
+    cluster = InProcessCluster("majority")
+    cluster.elect("n1")
+    master = cluster.backends["n1"]
+    created: list = []
+    master.execute(CreateQueue(Namespace(), "cpu-cluster"), lambda result, err: created.append(err))
+    cluster.settle()
+    if created != [None]:
+        raise AssertionError(f"CreateQueue on the in-process master: {created}")
+    a = Api("json", HOST, f"http://{HOST}/000000000000/cpu-cluster")
+    requests = [a.send(b) for b in Payloads(100).bodies]
+    endpoint = Endpoint(master)
+    conns = [_Conn(endpoint, max_body) for _ in range(CLUSTER_BATCH)]
+    replicas = ("n2", "n3")
+    sent = 0
+
+    def send(_, __):
+        nonlocal sent
+        for conn in conns:
+            conn.protocol.data_received(requests[sent % len(requests)])
+            sent += 1
+        cluster.run_due()    # the turn's end: the master cuts the batch
+
+    def apply(_, __):
+        cluster.deliver(replicas)
+
+    def answer(_, __):
+        cluster.deliver(("n1",))
+
+    def round_trip(measured: bool) -> None:
+        for part, name, count in ((send, "master_json", CLUSTER_BATCH), (apply, "replica_json", 2 * CLUSTER_BATCH),
+                                  (answer, "master_json", 0)):
+            if measured:
+                functools.reduce(part, range(1), None)
+                done.append((name, count, 1))
+            else:
+                part(None, None)
+
+    for _ in range(20):
+        round_trip(False)
+    for conn in conns:
+        conn.bodies()   # every one a 200: all answered
+    gc.collect()
+    gc.freeze()
+    for _ in range(max(4, n // CLUSTER_BATCH)):
+        round_trip(True)
+    answered = sum(len(conn.bodies()) for conn in conns)
+    if answered != max(4, n // CLUSTER_BATCH) * CLUSTER_BATCH:
+        raise AssertionError(f"the in-process master answered {answered} requests")
+
+
 def _inside(phases: list[str], n: int, manifest: Path) -> None:
     from bench.loadgen.sqs import Api, Payloads
     from bench.loadgen.trivial import TrivialEndpoint
@@ -111,7 +178,7 @@ def _inside(phases: list[str], n: int, manifest: Path) -> None:
     backend = LocalBackend(SystemClock())
     endpoint = Endpoint(backend)
     ns = Namespace()
-    done: list[tuple[str, int]] = []
+    done: list[tuple[str, int, int]] = []   # (phase, requests, steps of its measured loop)
 
     def api(proto: str, queue: str) -> Api:
         backend.execute_now(CreateQueue(ns, queue))
@@ -128,7 +195,7 @@ def _inside(phases: list[str], n: int, manifest: Path) -> None:
         gc.collect()
         gc.freeze()    # as the served node's collector policy leaves the heap between turns
         _measure(feed, requests, count)
-        done.append((name, count))
+        done.append((name, count, count))
         return conn.bodies() if conn is not None else []
 
     # SQS work on a live queue: the count is the same for a few hundred requests as for millions
@@ -151,6 +218,8 @@ def _inside(phases: list[str], n: int, manifest: Path) -> None:
             reqs = [a.send_batch([(str(i), bodies[(j * 10 + i) % len(bodies)]) for i in range(10)])
                     for j in range(len(bodies))]
             run(name, _Conn(endpoint, max_body), reqs, max(20, n // 5))
+        elif name == "cluster_json":
+            _cluster_phase(n, max_body, done)
         elif kind in ("receive", "delbatch", "delete"):
             queue = f"cpu-{name}".replace("_", "-")
             a = api(proto, queue)
@@ -209,15 +278,21 @@ def profile(phases: list[str], n: int, keep: Path | None = None) -> dict[str, fl
     done = json.loads(manifest.read_text())
     if len(dumps) != len(done):
         raise SystemExit(f"{len(dumps)} callgrind dumps for {len(done)} phases: something else called reduce")
-    per: dict[str, float] = {}
-    for (name, count), path in zip(done, dumps):
-        per[name] = _totals(path) / count
+    # A phase is one dump (one measured loop) or several (the cluster's parts of each round
+    # trip): each dump's total less the loop's own cost, summed, over the phase's requests.
+    totals: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    steps: dict[str, int] = {}
+    for i, ((name, count, n_steps), path) in enumerate(zip(done, dumps)):
+        totals[name] = totals.get(name, 0) + _totals(path)
+        counts[name] = counts.get(name, 0) + count
+        steps[name] = steps.get(name, 0) + n_steps
         if keep is not None:
-            path.rename(out_dir / f"callgrind.out.{name}")
-    loop = per.pop("noop")
+            path.rename(out_dir / f"callgrind.out.{name}.{i}")
+    loop = totals.pop("noop") / steps.pop("noop")   # per step of a measured loop
     if keep is None:
         shutil.rmtree(out_dir)
-    return {name: round(v - loop) for name, v in per.items()}
+    return {name: round((totals[name] - loop * steps[name]) / counts[name]) for name in totals}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         send = per.get(f"send_{proto}")
         if triv and send:
             print(f"send_{proto} / trivial: {send / triv:.2f}x")
+    single, master, replica = per.get("send_json"), per.get("master_json"), per.get("replica_json")
+    if single and master and replica:
+        print(f"master_json / send_json: {master / single:.2f}x; replica_json / send_json: {replica / single:.2f}x")
     return 0
 
 
