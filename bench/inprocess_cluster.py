@@ -109,15 +109,14 @@ class InProcessCluster:
     def frames_for(self, names: tuple[str, ...]) -> dict[str, list[bytes]]:
         """Take the queued frames addressed to ``names``, by recipient (the rest stay queued)."""
         out: dict[str, list[bytes]] = {}
-        keep: deque[tuple[str, str, bytes]] = deque()
+        keep = []
         for item in self.wire:
             if item[1] in names:
                 out.setdefault(item[1], []).append(item[2])
             else:
                 keep.append(item)
-        self.wire = keep
-        for s in self.streams.values():
-            s._wire = keep
+        self.wire.clear()     # in place: every member's stream holds this queue
+        self.wire.extend(keep)
         return out
 
     def deliver(self, names: tuple[str, ...] = NAMES) -> None:

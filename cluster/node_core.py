@@ -331,7 +331,8 @@ class NodeCore:
         return self.membership.view
 
     def serving(self, now: float) -> bool:
-        """The active master, synchronised: client operations run here."""
+        """The active master, synchronised: client operations run here. (``route`` and
+        ``execute`` inline its first answer, from the lease it caches: keep them in step.)"""
         if not self.replication.serving or self.journal_error is not None:
             return False
         if "minority-answers" in self.bugs:
