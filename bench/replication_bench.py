@@ -289,22 +289,21 @@ class CpuWindow:
             if n_replicas:
                 # issue 18: what each replica spends per operation it applies (their mean)
                 out["replica_cpu_us_per_req"] = us(replicas / n_replicas)
-            # where each process's CPU went, by thread (see _threads_cpu), per request
+            # where each process's CPU went, by thread (see _threads_cpu), per request,
+            # and how often each loop slept per request: each sleep is a wake-up whose cost
+            # environment.wake_cost_* measures (the replicas' is their mean, as their CPU)
             by_thread: dict[str, dict[str, float]] = {}
+            sleeps: dict[str, list[float]] = {}
             for n, b in self.tb.items():
                 a = self.ta.get(n) or {}
                 role = "master" if n in ("server", m.master) else "replica"
                 acc = by_thread.setdefault(role, {"loop": 0.0, "zmq": 0.0, "other": 0.0})
                 for kind, v in b.items():
                     acc[kind] += (v - a.get(kind, 0.0)) / (1 if role == "master" else max(1, n_replicas))
+                slept_a, slept_b = self.sa.get(n), self.sb.get(n)
+                if slept_a is not None and slept_b is not None:
+                    sleeps.setdefault(role, []).append((slept_b - slept_a) / requests)
             out["cpu_us_per_req_by_thread"] = {role: {k: us(v) for k, v in d.items()} for role, d in by_thread.items()}
-            # how often each loop slept per request: each sleep is a wake-up whose cost
-            # environment.wake_cost_* measures (the replicas' is their mean, as their CPU)
-            sleeps: dict[str, list[float]] = {}
-            for n, b in self.sb.items():
-                a = self.sa.get(n)
-                if a is not None and b is not None:
-                    sleeps.setdefault("master" if n in ("server", m.master) else "replica", []).append((b - a) / requests)
             out["loop_sleeps_per_req"] = {role: round(statistics.mean(v), 3) for role, v in sleeps.items()}
         return out
 
