@@ -112,22 +112,23 @@ def test_a_majority_that_waits_for_every_replica_is_unavailable(monkeypatch):
 
 
 def test_state_that_diverged_at_a_quiescent_point_fails_the_run(monkeypatch):
-    import sim.world as world
+    from sim.health import Health
     from storage.commands import CreateQueue, Namespace
 
-    probe = world.World._quiescent
+    probe = Health._quiescent
     done = []
 
     def diverge_once(self):
         # at 8 s a replica executes something itself, outside the protocol
-        m = self.master()
-        if not done and self.now > 8_000_000 and m is not None:
-            other = next(n for n in self.names if n != m.name)
-            self.nodes[other].core.storage.execute(CreateQueue(Namespace(), "rogue", {}))
+        w = self.world
+        m = w.master()
+        if not done and w.now > 8_000_000 and m is not None:
+            other = next(n for n in w.names if n != m.name)
+            w.nodes[other].core.storage.execute(CreateQueue(Namespace(), "rogue", {}))
             done.append(other)
         probe(self)
 
-    monkeypatch.setattr(world.World, "_quiescent", diverge_once)
+    monkeypatch.setattr(Health, "_quiescent", diverge_once)
     r = simulate(generate(7, duration=20.0, faults=False, journal=False))
     assert done
     assert any(f.startswith("divergence at t=") and done[0] in f for f in r.failures), r.failures
