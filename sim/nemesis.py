@@ -93,7 +93,7 @@ class Nemesis:
         if w.healed:
             return
         if w.rare.hung.held is not None and f.kind != "hung":
-            w.rare.hung.held.append(f)      # a hung try has the floor (_hung_step)
+            w.rare.hung.held.append(f)      # a hung try has the floor (sim/rare/hung.py)
             return
         w.last_fault_at = w.now
         kind = f.kind
@@ -173,8 +173,7 @@ class Nemesis:
         w = self.world
         names = w.names
         if f.kind == "isolate":
-            x = self._resolve(f.target)
-            return [(x, o) for o in names if o != x] + [(o, x) for o in names if o != x]
+            return w.links_around(self._resolve(f.target))
         if f.kind == "partition":
             side = set(f.params["side"])
             return [(a, b) for a in names for b in names if a != b and ((a in side) != (b in side))]

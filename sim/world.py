@@ -257,6 +257,10 @@ class World:
                 f"durability: {name} had acked seq {promised} before its {how} crash, but its journal "
                 f"recovered only up to seq {rec['seq']} (at {self.now_s:.6f} s; fsync = {self.sc.fsync})")
 
+    def links_around(self, name: str) -> list[tuple[str, str]]:
+        """Every directed link from and to ``name``: what isolating it cuts."""
+        return [(name, o) for o in self.names if o != name] + [(o, name) for o in self.names if o != name]
+
     def queue_policies(self) -> dict[str, str]:
         """The queues that carry their own ack policy (the workload tagged them): the checker
         holds each queue's data to its own policy."""

@@ -67,7 +67,7 @@ class Chain:
         w.last_fault_at = w.now
         for a, b in stream:
             w.net.restore_stream(a, b)
-        links = [(name, o) for o in w.names if o != name] + [(o, name) for o in w.names if o != name]
+        links = w.links_around(name)
         for a, b in links:
             w.net.cut(a, b)
         w.nemesis.note(name, "isolate", {"links": [list(x) for x in links], "chain_step": step})

@@ -34,7 +34,7 @@ class Comeback:
                 and m.core.replication.log.last_seq >= node.core.replication.log.last_seq + 2:
             w.reach.counts["comeback_ahead"] += 1
             w.last_fault_at = w.now
-            stream = [(old, o) for o in w.names if o != old] + [(o, old) for o in w.names if o != old]
+            stream = w.links_around(old)
             for a, b in stream:
                 w.net.cut_stream(a, b)
             w.nemesis.restore_links(links, "comeback", None)

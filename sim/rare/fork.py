@@ -63,7 +63,7 @@ class Fork:
         if w.healed:
             return
         w.last_fault_at = w.now
-        links = [(new, o) for o in w.names if o != new] + [(o, new) for o in w.names if o != new]
+        links = w.links_around(new)
         for a, b in links:
             w.net.cut(a, b)
         o = w.nodes[old].core.replication.log

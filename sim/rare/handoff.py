@@ -116,7 +116,7 @@ class Handoff:
             return
         master = gated[0]
         w.last_fault_at = w.now
-        links = [(master, o) for o in w.names if o != master] + [(o, master) for o in w.names if o != master]
+        links = w.links_around(master)
         for a, b in links:
             w.net.cut(a, b)
         w.reach.counts[f"{f.kind}_isolations"] += 1

@@ -31,7 +31,7 @@ class Hung:
     def step(self, f: Fault) -> None:
         """Cut the master of the moment's stream (both ways, Raft up) for the lead: it writes a
         tail no replica takes; then its next fsync hangs (``fsync_hung``). Waits for a master
-        while a try still fits in the fault window (``_hung_again``)."""
+        while a try still fits in the fault window (``_again``)."""
         w = self.world
         if w.healed:
             return
@@ -124,7 +124,7 @@ class Hung:
             node.writer.release()
             return
         w.last_fault_at = w.now
-        links = [(name, o) for o in w.names if o != name] + [(o, name) for o in w.names if o != name]
+        links = w.links_around(name)
         for a, b in links:
             w.net.cut(a, b)
         for a, b in stream:
@@ -146,7 +146,7 @@ class Hung:
         of a batch past the transfer's position from the master after that (which positioned
         it and streamed to it), the fsync returns, and ``cut_after_us`` later the power is cut.
         A stage that does not come in time releases the fsync, and the path tries again
-        (``_hung_again``)."""
+        (``_again``)."""
         w = self.world
         stage, name, inc, links, tail, second, at = state
         node = w.nodes.get(name)
@@ -230,7 +230,7 @@ class Hung:
     def _isolate(self, f: Fault, second: str, at: int, tail: int) -> None:
         """The master that reset the hung node is isolated for ``hold_s``."""
         w = self.world
-        cut = [(second, o) for o in w.names if o != second] + [(o, second) for o in w.names if o != second]
+        cut = w.links_around(second)
         for a, b in cut:
             w.net.cut(a, b)
         w.nemesis.note(second, "isolate", {"links": [list(x) for x in cut], "hung_reset_seq": at,

@@ -24,7 +24,7 @@ class Lead:
     def step(self, kind: str, f: Fault, step: int, tries: int) -> None:
         """A ``fork``, ``relink`` or ``comeback`` step: cut the master of the moment's stream
         (Raft stays up: it keeps office and writes a tail that no replica takes) for the step's
-        lead, then isolate it, and watch for the next master (``_<kind>_watch``). ``comeback``
+        lead, then isolate it, and watch for the next master (the kind's watch). ``comeback``
         cuts only the master's side: members that forward clients still reach it, so its
         tail grows whoever its clients talk to."""
         w = self.world
@@ -54,7 +54,7 @@ class Lead:
         w.last_fault_at = w.now
         for a, b in stream:
             w.net.restore_stream(a, b)
-        links = [(old, o) for o in w.names if o != old] + [(o, old) for o in w.names if o != old]
+        links = w.links_around(old)
         for a, b in links:
             w.net.cut(a, b)
         w.nemesis.note(old, "isolate", {"links": [list(x) for x in links], f"{kind}_step": step})

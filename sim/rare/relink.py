@@ -23,7 +23,7 @@ class Relink:
 
     def watch(self, f: Fault, step: int, old: str, links: list[tuple[str, str]], polls: int) -> None:
         """Once another master serves, heal ``old``: it holds a tail that master lacks, so the
-        master finds it divergent and sends it a transfer (``_relink_check``)."""
+        master finds it divergent and sends it a transfer (``transfer_started``)."""
         w = self.world
         if w.healed:
             return
@@ -97,7 +97,7 @@ class Relink:
         if w.healed:
             return
         w.last_fault_at = w.now
-        links = [(master, o) for o in w.names if o != master] + [(o, master) for o in w.names if o != master]
+        links = w.links_around(master)
         for a, b in links:
             w.net.cut(a, b)
         w.nemesis.note(master, "isolate", {"links": [list(x) for x in links], "relink_step": step})

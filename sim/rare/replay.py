@@ -27,7 +27,7 @@ class Replay:
 
     def step(self, f: Fault, step: int) -> None:
         """Step ``step``: keep the stream frames sent (``Network.recent``) and wait, at most
-        ``wait_s``, for the master to answer a forwarded receive (``replay_check``)."""
+        ``wait_s``, for the master to answer a forwarded receive (``check``)."""
         w = self.world
         if w.healed:
             return

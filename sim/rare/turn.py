@@ -25,7 +25,7 @@ class Turn:
     def arm(self, f: Fault, step: int, joiner: str) -> None:
         """The joiner is back: its stream frames that start or advance a transfer (SyncStatus,
         SnapshotAck) wait, once they have arrived, for the receiver's next turn with a client's
-        operation (``turn_op``), at most ``cap_ms``, and so does whatever arrives after them on
+        operation (``op``), at most ``cap_ms``, and so does whatever arrives after them on
         that link (FIFO): they sat in the socket until the loop read it with a request."""
         w = self.world
         held: dict[str, list[tuple[Any, int]]] = {o: [] for o in w.names if o != joiner}

@@ -98,7 +98,7 @@ class Wiped:
     def _rejoin(self, f: Fault, step: int, master: str, keepers: list[str], stream: list[tuple[str, str]],
                 gens: list[int], acked: int) -> None:
         """Restart the keepers, their stream from the master slowed by ``slow_ms`` (their catch-up
-        takes round trips of that), and wait (``wiped_check``) for the master to position them."""
+        takes round trips of that), and wait (``check``) for the master to position them."""
         w = self.world
         if w.healed:
             return
@@ -139,7 +139,7 @@ class Wiped:
         if w.healed:
             return
         w.last_fault_at = w.now
-        links = [(master, o) for o in w.names if o != master] + [(o, master) for o in w.names if o != master]
+        links = w.links_around(master)
         for a, b in links:
             w.net.cut(a, b)
         # at risk: the keepers had acked entries no other member holds (the master's alone now)
