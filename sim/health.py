@@ -46,7 +46,7 @@ class Health:
     def _healthy(self) -> tuple[str, ...]:
         """The largest set of nodes that are up, not paused or catching up (no transfer coming
         in, not amnesiac: a member that restarted without its state counts in no sync quorum
-        until a serving master has brought it up to date, sim/README.md bug 1), and connected
+        until a serving master has brought it up to date), and connected
         to each other both ways on both planes without extra latency or flapping, while no link
         loses or doubles frames; of several, one holding the master."""
         w = self.world

@@ -241,8 +241,9 @@ class Nemesis:
     def _power_cut(self, f: Fault, tries: int) -> None:
         """Every node loses power at once: each disk keeps what it fsynced and a random part of
         the rest (sim/disk.py); each node restarts after the fault's duration, in a random order,
-        staggered. A node paused or stalled now is waited for (killing a stopped node would
-        leave its history active for the whole pause, sim/README.md bug 3)."""
+        staggered. A node paused or stalled now is waited for (a stopped node never writes the
+        `deactivated` line its lease expiry implies, so killing it would leave its history
+        active for the whole pause)."""
         w = self.world
         if w.healed:
             return

@@ -1,4 +1,4 @@
-"""The simulator finds one-line mutants of the cores (sim/mutants.py, issue 19).
+"""The simulator finds one-line mutants of the cores (sim/mutants.py).
 
 Each mutant is a real change of a core's source, applied to a copy of the packages in a temporary
 directory and run in a child process: the search goes from seed 0 upward and stops at the first
@@ -7,7 +7,7 @@ seed that found it must pass on the clean copy: the failure is the mutant's doin
 
 Not searched here: ``SLOW`` (found, but after more seeds than this suite affords) and
 ``NOT_FOUND`` (no failing seed within ``BOUND``: the simulator's known blind spots, each with
-why). ``python -m sim.mutants`` runs them all; sim/README.md, "Mutants", has the measured table.
+why). ``python -m sim.mutants`` runs them all; docs/simulator.md has the measured table.
 Each of those is killed by a unit test instead (``UNIT_TESTS``), checked here on a copy of the
 tree with the mutant applied, so that every mutant fails this suite. Every mutant's text must
 still apply, those included."""

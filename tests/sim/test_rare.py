@@ -1,6 +1,6 @@
-"""Issue 19's first slice in the simulator: the rare paths are drawn with a real probability and
-reach what they are for, and the rules judged during a run see what the final digests and a
-run without availability rules cannot (sim/README.md, "Judged during the run", "Rare paths")."""
+"""The rare paths (sim/rare/) are drawn with a real probability and reach what they are for, and
+the rules judged during a run (sim/health.py) see what the final digests and a run without
+availability rules cannot (docs/simulator.md)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_a_slow_minority_does_not_stall_majority_and_all_is_not_judged_for_it():
 
 
 def test_a_majority_that_waits_for_every_replica_is_unavailable(monkeypatch):
-    # the issue's example: a `majority` cluster that behaves like `all`
+    # a `majority` cluster that behaves like `all`
     monkeypatch.setattr(AckPolicy, "required", lambda self, members, configured=0: members - 1
                         if self is not AckPolicy.NONE else 0)
     r = simulate(_slow_replica("majority"))
@@ -182,8 +182,7 @@ def test_a_master_lost_right_after_a_transfer_leaves_the_joiner_exact():
 
 
 def test_a_joiner_whose_position_misses_the_transfers_tail_is_found_by_the_handoff_path(monkeypatch):
-    # the bug the `held-ack-unclamped` mutant once exposed (sim/README.md, "Mutants"): the last
-    # chunk names where the read began, so the joiner holds effects its log lacks
+    # a last chunk that names where the read began: the joiner holds effects its log lacks
     from cluster.replication.transfer import TransferSender
 
     plain = TransferSender._tail_chunk
@@ -269,7 +268,7 @@ def test_a_forwarded_request_sent_again_after_a_reconnection_is_served_once():
 
 
 def test_a_master_that_serves_a_forwarded_request_twice_is_found_by_the_replay_path(monkeypatch):
-    # sim/mutants.py forward-dedupe-forgets (bug 10): the copy runs the receive again once the
+    # sim/mutants.py forward-dedupe-forgets: the copy runs the receive again once the
     # message is visible, and the client's delete, holding the first receipt, deletes nothing
     import cluster.node_core as node_core
 
@@ -291,7 +290,7 @@ def test_a_divergent_member_reconnected_during_its_transfer_gets_no_batches():
 
 
 def test_a_master_that_streams_to_a_reconnected_divergent_member_is_found_by_the_relink_path(monkeypatch):
-    # sim/mutants.py reconnect-streams-awaiting-transfer (bug 11): on the reconnection the
+    # sim/mutants.py reconnect-streams-awaiting-transfer: on the reconnection the
     # master streams from seq 1, the member takes the entries past its own tail by seq, and its
     # log then claims the master's position over a divergent state
     import cluster.replication.master as master
@@ -339,7 +338,7 @@ def test_a_deposed_master_made_master_again_checks_its_own_last_entry_before_it_
 
 
 def test_a_syncing_master_that_appends_before_verifying_is_found_by_the_comeback_path(monkeypatch):
-    # sim/mutants.py sync-appends-unverified (bug 4): the later answers are appended onto the
+    # sim/mutants.py sync-appends-unverified: the later answers are appended onto the
     # divergent tail, and the log claims the truth's history over a state that is not
     import cluster.replication.sync as sync
 
