@@ -207,7 +207,7 @@ class World:
             self.events += 1
             fn(*args)
 
-    # --- nodes ----------------------------------------------------------------------------------------
+    # --- nodes ----------------------------------------------------------------------------------
 
     def _start_node(self, name: str) -> None:
         self.incarnations[name] += 1
@@ -274,7 +274,7 @@ class World:
                  and self.nodes[n].core.membership.evaluate(now_s)[0] and self.nodes[n].core.replication.serving]
         return self.nodes[found[0]] if len(found) == 1 else None
 
-    # --- clients --------------------------------------------------------------------------------------
+    # --- clients --------------------------------------------------------------------------------
 
     def setup_done(self) -> None:
         sc = self.sc
@@ -368,7 +368,7 @@ class World:
         replicas = m.core.replication.master_core.status(self.now_ms)["replicas"]
         return len(replicas) == len(self.names) - 1 and all(r["acked_seq"] == last for r in replicas.values())
 
-    # --- what faults do to nodes (the nemesis and the rare paths decide when) -------------------------
+    # --- what faults do to nodes (the nemesis and the rare paths decide when) -------------------
 
     def on_disk(self, name: str) -> int:
         """How far ``name``'s journal is really on disk (its last fsync's), reported or not."""
