@@ -11,7 +11,7 @@ disks from the disk generator, so moving a fault changes no other concern's draw
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.checker.schema import NemesisEvent
 from cluster.replication.core import REPLICA
@@ -182,6 +182,16 @@ class Nemesis:
             return [(a, b) for a in names for b in names if (a in sa and b in sb) or (a in sb and b in sa)]
         return [tuple(x) for x in f.params["links"]]  # type: ignore[misc]
 
+    def isolate(self, name: str, detail: dict[str, Any]) -> list[tuple[str, str]]:
+        """Cut every link from and to ``name``, both ways, and say so (``detail``: the rare path's
+        step and what it found); returns the links cut."""
+        w = self.world
+        links = w.links_around(name)
+        for a, b in links:
+            w.net.cut(a, b)
+        self.note(name, "isolate", {"links": [list(x) for x in links], **detail})
+        return links
+
     def restore_links(self, links: list[tuple[str, str]], kind: str, office: tuple | None) -> None:
         w = self.world
         if w.healed:
@@ -190,6 +200,16 @@ class Nemesis:
             w.net.restore(a, b)
         self.note("", "heal", {"fault": kind, "links": [list(x) for x in links]})
         w.elections.judge_heal(kind, office)
+
+    def restore_then(self, links: list[tuple[str, str]], kind: str, then: Callable, *args: Any) -> None:
+        """A rare path's isolation ends: its links come back and the path goes on (``then``),
+        unless everything healed already."""
+        w = self.world
+        if w.healed:
+            return
+        self.restore_links(links, kind, None)
+        w.health.check()
+        then(*args)
 
     def _flap(self, a: str, b: str, period: int, end: int, is_cut: bool, office: tuple | None) -> None:
         w = self.world

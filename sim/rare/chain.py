@@ -67,10 +67,7 @@ class Chain:
         w.last_fault_at = w.now
         for a, b in stream:
             w.net.restore_stream(a, b)
-        links = w.links_around(name)
-        for a, b in links:
-            w.net.cut(a, b)
-        w.nemesis.note(name, "isolate", {"links": [list(x) for x in links], "chain_step": step})
+        links = w.nemesis.isolate(name, {"chain_step": step})
         if prev is not None:
             w.nemesis.restore_links(prev[1], "chain", None)
         if step + 1 < len(f.params["lead_s"]):

@@ -63,28 +63,18 @@ class Fork:
         if w.healed:
             return
         w.last_fault_at = w.now
-        links = w.links_around(new)
-        for a, b in links:
-            w.net.cut(a, b)
         o = w.nodes[old].core.replication.log
         held = [(x.core.replication.log.last_epoch, x.core.replication.log.last_seq)
                 for n, x in w.nodes.items() if x.alive and n not in (old, new)]
         longer = any(e > o.last_epoch and s < o.last_seq for e, s in held)
         w.reach.counts["fork_steps"] += 1
         w.reach.counts["fork_older_longer"] += longer
-        w.nemesis.note(new, "isolate", {"links": [list(x) for x in links], "fork_step": step,
-                                        "tail": [o.last_epoch, o.last_seq], "older_longer": longer})
+        links = w.nemesis.isolate(new, {"fork_step": step, "tail": [o.last_epoch, o.last_seq],
+                                        "older_longer": longer})
         w.nemesis.restore_links(old_links, "fork", None)
         w.health.check()
-        w.at(w.now + int(f.params["hold_s"][step] * 1e6), self._heal, f, step, links)
-
-    def _heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
-        w = self.world
-        if w.healed:
-            return
-        w.nemesis.restore_links(links, "fork", None)
-        w.health.check()
-        self._next(f, step)
+        w.at(w.now + int(f.params["hold_s"][step] * 1e6), w.nemesis.restore_then, links, "fork",
+             self._next, f, step)
 
     def _next(self, f: Fault, step: int) -> None:
         w = self.world

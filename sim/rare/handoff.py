@@ -116,11 +116,8 @@ class Handoff:
             return
         master = gated[0]
         w.last_fault_at = w.now
-        links = w.links_around(master)
-        for a, b in links:
-            w.net.cut(a, b)
         w.reach.counts[f"{f.kind}_isolations"] += 1
-        w.nemesis.note(master, "isolate", {"links": [list(x) for x in links], f"{f.kind}_step": step})
+        links = w.nemesis.isolate(master, {f"{f.kind}_step": step})
         self._ungate(f, step, gated)   # after the cut: what the slowed links carried is lost
         w.health.check()
         w.at(w.now + int(f.params["hold_s"][step] * 1e6), self._heal, f, step, links)

@@ -124,14 +124,11 @@ class Hung:
             node.writer.release()
             return
         w.last_fault_at = w.now
-        links = w.links_around(name)
-        for a, b in links:
-            w.net.cut(a, b)
-        for a, b in stream:
-            w.net.restore_stream(a, b)
         tail = node.writer.journal.last_seq       # the entries the hung fsync covers
         w.reach.counts["hung_fsyncs"] += 1
-        w.nemesis.note(name, "isolate", {"links": [list(x) for x in links], "hung_fsync_seq": tail})
+        links = w.nemesis.isolate(name, {"hung_fsync_seq": tail})
+        for a, b in stream:
+            w.net.restore_stream(a, b)
         w.health.check()
         w.at(w.now + FORK_POLL_US, self._watch, f, ("elect", name, inc, links, tail, None, None), 0)
 
@@ -230,11 +227,7 @@ class Hung:
     def _isolate(self, f: Fault, second: str, at: int, tail: int) -> None:
         """The master that reset the hung node is isolated for ``hold_s``."""
         w = self.world
-        cut = w.links_around(second)
-        for a, b in cut:
-            w.net.cut(a, b)
-        w.nemesis.note(second, "isolate", {"links": [list(x) for x in cut], "hung_reset_seq": at,
-                                           "hung_fsync_seq": tail})
+        cut = w.nemesis.isolate(second, {"hung_reset_seq": at, "hung_fsync_seq": tail})
         w.health.check()
         w.at(w.now + int(f.params["hold_s"] * 1e6), w.nemesis.restore_links, cut, "hung", None)
 

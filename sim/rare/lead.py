@@ -54,10 +54,7 @@ class Lead:
         w.last_fault_at = w.now
         for a, b in stream:
             w.net.restore_stream(a, b)
-        links = w.links_around(old)
-        for a, b in links:
-            w.net.cut(a, b)
-        w.nemesis.note(old, "isolate", {"links": [list(x) for x in links], f"{kind}_step": step})
+        links = w.nemesis.isolate(old, {f"{kind}_step": step})
         w.health.check()
         if kind == "fork":
             w.at(w.now + FORK_POLL_US, w.rare.fork.watch, f, step, old, links, None, 0)

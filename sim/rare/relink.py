@@ -97,20 +97,10 @@ class Relink:
         if w.healed:
             return
         w.last_fault_at = w.now
-        links = w.links_around(master)
-        for a, b in links:
-            w.net.cut(a, b)
-        w.nemesis.note(master, "isolate", {"links": [list(x) for x in links], "relink_step": step})
+        links = w.nemesis.isolate(master, {"relink_step": step})
         w.health.check()
-        w.at(w.now + int(f.params["hold_s"][step] * 1e6), self._heal, f, step, links)
-
-    def _heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
-        w = self.world
-        if w.healed:
-            return
-        w.nemesis.restore_links(links, "relink", None)
-        w.health.check()
-        self._next(f, step)
+        w.at(w.now + int(f.params["hold_s"][step] * 1e6), w.nemesis.restore_then, links, "relink",
+             self._next, f, step)
 
     def _give_up(self, wait: tuple) -> None:
         if self.wait is not wait:

@@ -139,19 +139,16 @@ class Wiped:
         if w.healed:
             return
         w.last_fault_at = w.now
-        links = w.links_around(master)
-        for a, b in links:
-            w.net.cut(a, b)
         # at risk: the keepers had acked entries no other member holds (the master's alone now)
         held = max((x.core.replication.log.last_seq for n, x in w.nodes.items()
                     if x.alive and n != master and n not in keepers), default=0)
         at_risk = acked > held
         w.reach.counts["wiped_isolations"] += 1
         w.reach.counts["wiped_at_risk"] += at_risk
-        w.nemesis.note(master, "isolate", {"links": [list(x) for x in links], "wiped_step": step,
-                                           "acked": acked, "held": held})
+        links = w.nemesis.isolate(master, {"wiped_step": step, "acked": acked, "held": held})
         self._restore(wait)     # after the cut: what the slowed links carried is lost
-        w.at(w.now + int(f.params["hold_s"][step] * 1e6), self._heal, f, step, links)
+        w.at(w.now + int(f.params["hold_s"][step] * 1e6), w.nemesis.restore_then, links, "wiped",
+             self._next, f, step)
 
     def _restore(self, wait: tuple) -> None:
         w = self.world
@@ -169,14 +166,6 @@ class Wiped:
         self.wait = None
         self._restore(wait)
         self._next(wait[0], wait[1])
-
-    def _heal(self, f: Fault, step: int, links: list[tuple[str, str]]) -> None:
-        w = self.world
-        if w.healed:
-            return
-        w.nemesis.restore_links(links, "wiped", None)
-        w.health.check()
-        self._next(f, step)
 
     def _next(self, f: Fault, step: int) -> None:
         w = self.world
