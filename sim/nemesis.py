@@ -4,8 +4,8 @@ Each fault of the schedule (sim/scenario.py) strikes at its time: crashes, pause
 cuts (isolations, partitions, bridges, one-way cuts), flapping links, delays, loss and
 duplication, and power cuts of every node. The rare paths' faults go to sim/rare/, which times
 them on what the cores do. Every fault, restore and heal writes a nemesis line to the history
-(``note``). Whom a fault strikes comes from the nemesis's own generator, and a power cut's
-disks from the disk generator, so moving a fault changes no other concern's draws.
+(``note``). Whom a fault strikes is drawn from the nemesis's own generator, what a power cut
+leaves on each disk from the disk generator.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `race` rare path: power cuts timed on the journal (sim/scenario.py ``_race``).
+"""The `race` rare path: power cuts timed on the journal (sim/scenario.py, ``generate``).
 
 An armed cut slows the disks that open its race, then strikes in the first instant of the race:
 "master", a replica's durable ack is past the master's own fsync; "replica", a replica's fsync
