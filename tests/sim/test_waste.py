@@ -105,7 +105,7 @@ def test_the_simulator_finds_a_newer_batch_displacing_a_journal_reports_part_at_
     """durable-part-displaced (sim/mutants.py): a new batch's ack, in the turn of a journal
     report whose part waits for the flush, takes the part's place; held for the journal, it
     sends nothing, and the part waits for the next fsync. 60-second seeds 129, 227 and 275 reach
-    the race; of the mutant search's 30-second seeds, only later ones do (SLOW)."""
+    the race; of the mutant search's 30-second seeds, the first is FOUND_AT's."""
     sc = generate(275, nodes=None, policy=None, crash_policy="any", duration=60.0)
     failures = _failures_with(monkeypatch, sc, "durable-part-displaced", node_core_mod, node_core_mod.NodeCore,
                               "_replication")
