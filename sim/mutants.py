@@ -1,4 +1,4 @@
-"""Mutants of the cores: proof that the simulator has teeth (issue 19).
+"""Mutants of the cores: proof that the simulator has teeth.
 
 Each mutant is a one-line change of a decision in a core (cluster/), the kind of slip a person
 makes: an ordering of (epoch, seq) turned round, a fence that compares with the wrong epoch, a
@@ -15,7 +15,7 @@ mutant's doing).
     python -m sim.mutants --check               # only: does every mutant's text still apply?
 
 tests/sim/test_mutants.py runs the same search for every mutant within ``BOUND`` seeds
-(sim/README.md, "Mutants", has the measured table). Add a mutant here when a core gains a
+(docs/simulator.md has the measured table). Add a mutant here when a core gains a
 decision.
 """
 
