@@ -53,7 +53,7 @@ from cluster.election import (
     Stand, TermAhead,
 )
 from cluster.membership import ProposeView, RaftSample, View, accept_view
-from cluster.node_core import FenceDone, MayStand
+from cluster.node_actions import FenceDone, MayStand
 from cluster.transport import ClusterTransport, NamedNode
 
 log = logging.getLogger("cluster.runtime")

@@ -19,10 +19,11 @@ from storage.commands import (
 from cluster.config import Timing
 from cluster.errors import MasterChanged, NotServing, Throttled
 from cluster.membership import FOLLOWER, LEADER, ProposeView, RaftSample, Record
-from cluster.node_core import (
-    POLICY_TAG, Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local,
-    MayStand, NodeCore, Refuse, ServeForwarded, ServingChanged, ToRaft, TransferLeadership, Warn,
+from cluster.node_actions import (
+    Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Refuse, ServeForwarded,
+    ServingChanged, ToRaft, TransferLeadership, Warn,
 )
+from cluster.node_core import POLICY_TAG, CoreSettings, NodeCore
 from cluster.replication.core import TransferSettings
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send

@@ -13,7 +13,8 @@ from storage.commands import CreateQueue, Namespace, SendMessage, SendMessageBat
 from storage.commands import SendMessageBatchEntry as Entry
 
 from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
-from cluster.node_core import POLICY_TAG, FlushDue, ForwardTo, Local, Refuse
+from cluster.node_actions import FlushDue, ForwardTo, Local, Refuse
+from cluster.node_core import POLICY_TAG
 from cluster.replicated import ReplicatedStorage
 from cluster.replication.messages import Ack
 
@@ -358,7 +359,7 @@ def test_answers_reach_their_callbacks_translated_and_changes_wake_long_polls_on
     and long polls are woken once for the lot, and only if something changed."""
     from storage.clock import ManualClock
     from cluster.config import NodeConfig
-    from cluster.node_core import Answer
+    from cluster.node_actions import Answer
     from tests.cluster.scripted_raft import ScriptedRaft, cluster_config
 
     woken: list[int] = []
