@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.chaos.scenarios import CHAOS_TIMING
+from tests.chaos.harness import CHAOS_TIMING
 from elasticmq_py.testing.cluster import Cluster
 from tests.cluster.workload import bulk_fill
 
