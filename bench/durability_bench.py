@@ -1,4 +1,4 @@
-"""Durability benchmark (issue 16): what a data-dir costs and what it buys, in one run.
+"""Durability benchmark: what a data-dir costs and what it buys, in one run.
 
 1. Throughput. Send 100 B at 16 connections (bench.loadgen: raw keep-alive HTTP, JSON protocol,
    every response validated) against four targets that are up together: one `serve` in memory,
@@ -17,7 +17,7 @@
    master, and how it got there (journal + log fetch, or a state transfer). The same on an
    in-memory cluster, where the restarted node is empty and gets a full state transfer.
 
-Goals (issue 16): send with `fsync = always` >= 60% of in memory, single node and 3-node
+Goals: send with `fsync = always` >= 60% of in memory, single node and 3-node
 majority; recovery of 1,000,000 messages <= 5 s (<= 10 us per message); restart of one node of
 three after 10 s down >= 10x faster than a full state transfer of the same state.
 

@@ -415,9 +415,8 @@ def test_a_command_that_fails_after_changing_the_state_still_replicates_the_chan
 
 
 def test_an_operation_that_changes_nothing_waits_for_what_came_before_it():
-    # sim/README.md bug 2: a FIFO send retried with the same dedup id is a no-op whose answer
-    # names a message that only the master may hold; it is answered once that message is
-    # acknowledged, never before.
+    # A FIFO send retried with the same dedup id is a no-op whose answer names a message that only
+    # the master may hold; it is answered once that message is acknowledged, never before.
     c = Cores()
     c.serving("n1")
     c.execute("n1", CreateQueue(NS, "q.fifo", {"FifoQueue": "true"}))

@@ -323,7 +323,7 @@ async def _assert_the_replica_acks_at_event_ends(c: Nodes) -> None:
 @run
 async def test_a_replica_acks_in_the_loop_turn_that_delivered_the_batch():
     # The ack leaves when the drain that delivered the batch ends, not from a flush a loop turn
-    # later: that turn per batch was a measurable share of a replica's CPU (issue 18).
+    # later: that turn per batch is a measurable share of a replica's CPU.
     await _assert_the_replica_acks_at_event_ends(Nodes(policy="all"))   # every batch waits for n2
 
 
