@@ -3,6 +3,8 @@ composes the table (routes, links, views) is tests/cluster/test_node_core.py's."
 
 from __future__ import annotations
 
+import pytest
+
 from cluster.forwards import FORWARD_TIMEOUT_S, Forwards
 from cluster.node_actions import ForwardAnswered, ForwardFailed
 from cluster.replication.messages import Forward, ForwardReply, Send
@@ -27,24 +29,18 @@ def test_each_request_gets_its_own_id():
     assert a.frame.request_id != b.frame.request_id
 
 
-def test_a_new_master_fails_only_what_went_to_another():
+@pytest.mark.parametrize("event, peer, failed, reason", [
+    ("master_changed", "n2", 0, "the master changed from n1 to n2"),   # what went to another master
+    ("link_lost", "n2", 1, "the connection to the master n2 was lost"),   # what went over the link
+])
+def test_a_new_master_or_a_lost_link_fails_only_the_requests_it_concerns(event, peer, failed, reason):
     f = Forwards()
-    to_n1, to_n2 = object(), object()
-    f.send(to_n1, "n1", b"a", 0.0)
-    f.send(to_n2, "n2", b"b", 0.0)
+    toks = [object(), object()]
+    f.send(toks[0], "n1", b"a", 0.0)
+    f.send(toks[1], "n2", b"b", 0.0)
     out: list = []
-    f.master_changed("n2", out)
-    assert out == [ForwardFailed(to_n1, "the master changed from n1 to n2", sent=True)] and len(f) == 1
-
-
-def test_a_lost_link_fails_what_went_over_it():
-    f = Forwards()
-    to_n1, to_n2 = object(), object()
-    f.send(to_n1, "n1", b"a", 0.0)
-    f.send(to_n2, "n2", b"b", 0.0)
-    out: list = []
-    f.link_lost("n2", out)
-    assert out == [ForwardFailed(to_n2, "the connection to the master n2 was lost", sent=True)] and len(f) == 1
+    getattr(f, event)(peer, out)
+    assert out == [ForwardFailed(toks[failed], reason, sent=True)] and len(f) == 1
 
 
 def test_an_unanswered_request_fails_at_the_timeout_as_sent():
