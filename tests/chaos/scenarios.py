@@ -340,8 +340,8 @@ def _sample(c: Cluster, master: str, replica: str, until: float,
 
 
 # The link is capped so the transfer lasts long enough to be hit in its middle, but not below
-# ~2.5 MB/s: over slower links transfers stall on their own (FINDINGS.md B, open; see
-# tests/chaos/transfer_probe.py), which is not what this scenario is about.
+# ~2.5 MB/s: how transfers fare over slower links is not what this scenario is about (docs/testing.md,
+# "Chaos tests"; tests/chaos/transfer_probe.py watches one).
 @scenario("reset-transfer", prefill=(6000, 12000), replication={"log-limit-mb": 1})
 def reset_transfer(run: Run) -> None:
     """reset_peer in the middle of a state transfer: the transfer resumes and the joiner converges."""
@@ -381,7 +381,7 @@ def reset_transfer(run: Run) -> None:
         run.expect(len(starts) == 1, f"the master started {len(starts)} transfers to {r}: the reset one "
                                      f"did not resume")
         # A second completion of the same transfer would replace the joiner's storage with the
-        # old snapshot again, below what it had acknowledged (FINDINGS.md A).
+        # old snapshot again, below what it had acknowledged (tests/chaos/test_found_bugs.py).
         run.expect(len(finished) <= 1, f"{r} completed {len(finished)} transfers for one restart: "
                                        f"{[(e.ts, e.get('at_seq')) for e in finished]}")
     run.checks.append(check)

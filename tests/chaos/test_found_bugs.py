@@ -1,5 +1,5 @@
-"""Failures the chaos runs provoke (tests/chaos/FINDINGS.md), reduced to the sans-I/O cores, so that
-a plain unit test guards against each."""
+"""Failures the chaos runs provoke (docs/testing.md, "Chaos tests"), reduced to the sans-I/O cores,
+so that a plain unit test guards against each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A state transfer over a capped link, watched from both ends (finding B in FINDINGS.md).
+"""A state transfer over a capped link, watched from both ends (docs/testing.md, "Chaos tests").
 
     python -m tests.chaos.transfer_probe RATE_KB [MESSAGES] [BODY_BYTES]
 
