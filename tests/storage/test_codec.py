@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import storage.codec as codec
+from storage.codec import compiled, frames
 from storage import commands, errors, mutations, results
 from storage.codec import CodecError, FORMAT_VERSION, TAGS, decode, decode_many, encode, encode_many
 
@@ -627,15 +628,15 @@ def test_fuzz_one_field_replaced(obj, data):
 
 # --- the compiled path (msgspec) against the general one --------------------------------------------
 
-COMPILED_MUTATION = st.sampled_from(codec._COMPILED).flatmap(for_class)
+COMPILED_MUTATION = st.sampled_from(compiled._COMPILED).flatmap(for_class)
 
 
 @FAST
 @given(st.lists(COMPILED_MUTATION, min_size=1, max_size=6))
 def test_compiled_path_writes_the_general_bytes_and_reads_the_general_objects(objs):
     data = encode_many(objs)
-    assert data == codec._encode_many_general(objs)
-    back, general = decode_many(data), codec._decode_many_general(data, None)
+    assert data == frames._encode_many_general(objs)
+    back, general = decode_many(data), frames._decode_many_general(data, None)
     assert back == general == objs
     assert all(map(same, objs, back)) and all(map(same, general, back))
     for a, b in zip(back, general):
@@ -658,7 +659,7 @@ def test_compiled_path_shares_the_empty_maps_and_checks_expect():
 
 def _general_or_error(data: bytes):
     try:
-        return codec._decode_many_general(data, None)
+        return frames._decode_many_general(data, None)
     except CodecError as e:
         return e
 
