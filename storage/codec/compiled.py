@@ -25,9 +25,9 @@ from storage.codec.schema import _TAG_OF
 #
 # It changes no answer, only the speed. Both ways check every field's type (bool is not int,
 # bytes is not str), the tag and the number of fields, and build equal objects; encoding
-# writes the same bytes (tests/storage/test_codec.py holds both ways to that). A frame that
-# holds anything else, or that msgspec refuses for any reason, goes the general way, which
-# decodes it or raises the precise CodecError. Empty attribute maps come back as the shared
+# writes the same bytes (tests/storage/test_codec_compiled.py holds both ways to that). A
+# frame that holds anything else, or that msgspec refuses for any reason, goes the general way,
+# which decodes it or raises the precise CodecError. Empty attribute maps come back as the shared
 # ``NO_ATTRIBUTES``, as they do the general way.
 
 _COMPILED: tuple[type, ...] = (_m.MessageAdded, _m.MessageChanged, _m.MessageDeleted)
