@@ -67,7 +67,7 @@ class Appliers:
             q.add(m.message, m.dedup, self._now)
 
     def _apply_message_restored(self, m: MessageRestored) -> None:
-        # an older sender's one-message record (snapshots now send MessagesRestored groups)
+        # the one-message record of an older sender (snapshots send MessagesRestored groups)
         self._apply_messages_restored(MessagesRestored(m.qid, (m.message,)))
 
     def _apply_messages_restored(self, m: MessagesRestored) -> None:
