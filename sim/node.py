@@ -47,10 +47,11 @@ from cluster.membership import ProposeView, RaftSample, Record, View, accept_vie
 from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journaling import rebuild
-from cluster.node_core import (
-    Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand,
-    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft, TransferLeadership, restarts_amnesiac,
+from cluster.node_actions import (
+    Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist, PersistReset,
+    ServeForwarded, ToRaft, TransferLeadership,
 )
+from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.replication.core import StorageReplaced, TransferSettings
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, ForwardReply, Rejected, Send
