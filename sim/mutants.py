@@ -71,8 +71,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "        return [Send(r.name, Batch(self.epoch, e.seq, self.epoch, e.mutations)) for e in entries]\n\n"
            "    def durable",
            "resent entries claim the current epoch as the one they were written in"),
-    # bug 11 as it shipped: a reconnected replica is repositioned only if it awaits no
-    # transfer, and otherwise streamed to from its ack (the check before it did not exist)
+    # a reconnected replica is repositioned only if it awaits no transfer, and otherwise
+    # streamed to from its ack (as if the check before it did not exist)
     Mutant("reconnect-streams-awaiting-transfer", "cluster/replication/master.py",
            "        if r.needs_transfer:\n"
            "            # Nothing streams to a replica awaiting a transfer: its log may be a deposed\n"
@@ -84,7 +84,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "            return [NeedsTransfer(name)]\n"
            "        if fresh and r.positioned:\n",
            "        if fresh and r.positioned and not r.needs_transfer:\n",
-           "a replica awaiting a transfer (a divergent tail) is streamed to when it reconnects (bug 11)"),
+           "a replica awaiting a transfer (a divergent tail) is streamed to when it reconnects"),
     # -- cluster/replication/sync.py -----------------------------------------------------------
     Mutant("sync-orders-by-seq", "cluster/replication/sync.py",
            "return (self.last_epoch, self.last_seq)",
@@ -97,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sync-counts-amnesiacs", "cluster/replication/sync.py",
            "counted = sum(1 for n in self.positions if n not in self.amnesiac)",
            "counted = len(self.positions)",
-           "members restarted with empty memory count in the sync's majority (bug 1)"),
+           "members restarted with empty memory count in the sync's majority"),
     Mutant("prefix-ignores-epoch-at-same-seq", "cluster/replication/sync.py",
            "    if pos.last_seq == log.last_seq:\n        return pos.last_epoch == log.last_epoch",
            "    if pos.last_seq == log.last_seq:\n        return True",
@@ -105,7 +105,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sync-appends-unverified", "cluster/replication/sync.py",
            "if frame.seq != log.last_seq + 1 or not self._verified:",
            "if frame.seq != log.last_seq + 1:",
-           "a syncing master appends fetched entries before it has verified its own last entry (bug 4)"),
+           "a syncing master appends fetched entries before it has verified its own last entry"),
     # -- cluster/replication/replica.py --------------------------------------------------------
     Mutant("status-reports-current-epoch", "cluster/replication/replica.py",
            "return SyncStatus(epoch, log.last_seq, log.last_epoch, log.first_seq)",
@@ -213,7 +213,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("forward-dedupe-forgets", "cluster/node_core.py",
            "        ids.add(request_id)\n",
            "",
-           "a forwarded request delivered twice is executed twice (bug 10)"),
+           "a forwarded request delivered twice is executed twice"),
     Mutant("durable-after-reset", "cluster/node_core.py",
            "if seq is None or self._resets_pending or self.replication.durable_seq is None:",
            "if seq is None or self.replication.durable_seq is None:",
@@ -226,7 +226,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("journal-roll-unsynced", "cluster/journal/journal.py",
            "            self._disk.truncate(prev, self._sizes[prev])\n            self._disk.sync(prev)\n",
            "            self._disk.truncate(prev, self._sizes[prev])\n",
-           "a segment roll leaves the closed segment's tail unsynced (bug 8)"),
+           "a segment roll leaves the closed segment's tail unsynced"),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -250,9 +250,9 @@ DROPPED: tuple[tuple[Mutant, str], ...] = (
      "divergent member is found divergent again and its transfer goes on (its sender survives a "
      "dropped link); a member whose transfer finished meanwhile answers the snapshot's position, "
      "a prefix, rightly streamed to. Pinned to the `relink` rare path (seeds 1, 2, 10, 11 and 16, "
-     "where bug 11's code diverges), every such reconnection was answered 'not a prefix'. It was "
-     "this project's first text for bug 11, which it does not reproduce: "
-     "reconnect-streams-awaiting-transfer is bug 11's code"),
+     "where reconnect-streams-awaiting-transfer diverges), every such reconnection was answered "
+     "'not a prefix': this mutant does not reproduce that slip, reconnect-streams-awaiting-transfer "
+     "does"),
     (Mutant("view-epoch-may-go-back", "cluster/membership.py",
            "return proposed.view_id == current.view_id + 1 and proposed.epoch >= current.epoch",
            "return proposed.view_id == current.view_id + 1",
