@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 
 from bench.resultfiles import MissingResult, Node, Results
-from bench.tables import figure_pct, figure_x, goals_table, loads, num, pct, ratio_rounds, source, span, table
+from bench.tables import (
+    block, figure_pct, figure_x, goals_table, loads, num, pct, ratio_rounds, source, span, table,
+)
 
 REPLICATION_SCENARIOS = (("send_100B", "send 100 B"), ("send_batch", "send-batch 10 x 100 B"),
                          ("receive_delete", "receive 10 + delete-batch, steady"))
@@ -37,12 +39,11 @@ def replication_throughput(results: Results) -> str:
     for policy in ("majority", "none"):
         lat.append(ratio_rounds(within[f"latency_1conn: {policy} - single, p50 ms"], lambda x: f"+{x:.2f}", " ms"))
     rows.append(("send 100 B, 1 connection", *lat))
-    return "\n".join([
+    return block(
         table(("scenario", "single node", "3 nodes, `majority`: of single", "3 nodes, `none`: of single"), rows,
               right=(1, 2, 3)),
-        "",
-        _replication_source(results, "part 1, medians of the rounds; ratios within each round, rounds in brackets"),
-    ])
+        _replication_source(results, "part 1, medians of the rounds; ratios within each round, rounds in brackets")
+    )
 
 
 def replication_cpu(results: Results) -> str:
@@ -57,14 +58,13 @@ def replication_cpu(results: Results) -> str:
                 ratio = within[f"{key}: {policy} {role} CPU/op / single"]
                 cells.append(f"{num(res[f'{key}/{policy}'][field], 1)}: {ratio_rounds(ratio, figure_x, 'x')}")
         rows.append(tuple(cells))
-    return "\n".join([
+    return block(
         table(("CPU per request, µs", "single node", "`majority` master", "`majority` replica", "`none` master",
                "`none` replica"), rows, right=(1, 2, 3, 4, 5)),
-        "",
         _replication_source(results, "part 1; each process's user + system CPU from /proc per acknowledged "
                                      "request, a replica the mean of the two; ratios to the single node within "
-                                     "each round"),
-    ])
+                                     "each round")
+    )
 
 
 def _send_runs(results: Results, target: str) -> list[Node]:
@@ -86,13 +86,12 @@ def replication_threads(results: Results) -> str:
             cells.append(", ".join(num(r["cpu_us_per_req_by_thread"][role][part], 1) for r in runs))
         cells.append(", ".join(f"{r['loop_sleeps_per_req'][role]:.3f}" for r in runs))
         rows.append(tuple(cells))
-    return "\n".join([
+    return block(
         table(("send 100 B, per send (rounds)", "event loop, µs", "ZeroMQ's threads, µs",
                "other threads (pysyncobj), µs", "loop sleeps"), rows, right=(1, 2, 3, 4)),
-        "",
         _replication_source(results, "part 1, each thread's CPU from /proc; a sleep is a voluntary context "
-                                     "switch of the loop's thread"),
-    ])
+                                     "switch of the loop's thread")
+    )
 
 
 def wake_cost(results: Results) -> str:
@@ -103,14 +102,12 @@ def wake_cost(results: Results) -> str:
         ("cold_us_per_piece", "the piece right after a sleep", " µs"),
         ("penalty_us_per_wake", "added by one wake-up", " µs"),
         ("cold_over_hot", "after a sleep / at once", "x"))]
-    return "\n".join([
+    return block(
         table(("CPU of one piece, median of the cycles", "before part 1", "after part 1"), rows, right=(1, 2)),
-        "",
         f"The piece: {before['piece']}; a sleep of {before['sleep_ms']} ms before each cold piece, "
         f"{num(before['cycles'])} cycles.",
-        "",
-        _replication_source(results, "`environment.wake_cost_before` and `_after`"),
-    ])
+        _replication_source(results, "`environment.wake_cost_before` and `_after`")
+    )
 
 
 MASTER_CPU_GOAL = "send_100B: 3-node majority master's CPU per send / single node's"
@@ -157,23 +154,20 @@ def master_budget(results: Results) -> str:
         least_extra = min(least_extra, m["loop"] - s)
         rows.append((str(single["round"]), num(s, 1), num(budget, 1), num(threads, 1),
                      span(python, one), span(wake, one), span(left, one), num(m["loop"] - s, 1)))
-    return "\n".join([
+    return block(
         table(("round", "single node's send, µs", f"budget at {target:g}x", "ZeroMQ + pysyncobj threads",
                "replication's Python, hot", "wake-ups", "left for the rest", "master loop's extra, measured"),
               rows, right=tuple(range(1, 8))),
-        "",
         f"Per send, in µs. The budget is {target - 1:g} of the single node's send. Replication's Python is "
         f"the in-process count's extra ({ir['master_json'] / ir['send_json']:.2f}x a single node's send, "
         f"`bench/results/cpu_profile.json`) at the speed of a hot single-node send "
         f"({span(hot_us, one)} µs, the wake-cost pieces); wake-ups are the master loop's sleeps "
         f"per send times one wake-up's cost ({span([w['penalty_us_per_wake'] for w in wakes], one)} µs).",
-        "",
         f"So at most {num(max(most_left, 0), 1)} µs per send is left for the rest of the loop's work beyond a single "
         f"node's (its extra turns per batch, the pyzmq calls around each frame), where the master's loop spent "
         f"at least {num(least_extra, 1)} µs per send above the single node's.",
-        "",
-        _replication_source(results, "part 1, send 100 B"),
-    ])
+        _replication_source(results, "part 1, send 100 B")
+    )
 
 
 def cpu_model(results: Results) -> str:
@@ -188,16 +182,14 @@ def cpu_model(results: Results) -> str:
         at_goal = (s + g) / (master_goal * s + 2 * replica_goal * s + g)
         rows.append((str(single["round"]), num(s, 1), num(g, 1), num(m, 1), num(rep, 1), pct(model),
                      pct(cluster["msgs_per_s"] / single["msgs_per_s"]), pct(at_goal)))
-    return "\n".join([
+    return block(
         table(("round", "S: single node", "G: load generator", "M: master", "R: replica",
                "(S + G) / (M + 2R + G)", "measured", "at the CPU goals"), rows, right=tuple(range(1, 8))),
-        "",
         f"CPU per send in µs, `majority` against the single node, send 100 B. G is the load generator's CPU "
         f"per request in the single node's run; \"at the CPU goals\" puts M = {master_goal:g} S and "
         f"R = {replica_goal:g} S.",
-        "",
-        _replication_source(results, "part 1"),
-    ])
+        _replication_source(results, "part 1")
+    )
 
 
 def replication_history(results: Results) -> str:
@@ -210,11 +202,10 @@ def replication_history(results: Results) -> str:
              f"{ratio_rounds(within['send_100B: majority master CPU/op / single'], figure_x, 'x')}; "
              f"replica {num(cluster['replica_cpu_us_per_req_median'], 1)}: "
              f"{ratio_rounds(within['send_100B: majority replica CPU/op / single'], figure_x, 'x')}")]
-    return "\n".join([
+    return block(
         table(("history log on", "single node", "3 nodes, `majority`"), rows, right=(1, 2)),
-        "",
-        _replication_source(results, "part 1b, the cluster writing its history log"),
-    ])
+        _replication_source(results, "part 1b, the cluster writing its history log")
+    )
 
 
 def replication_failover(results: Results) -> str:
@@ -236,11 +227,10 @@ def replication_failover(results: Results) -> str:
                                "kill -> first acknowledged send through a survivor, median",
                                "kill -> the new master active, median")):
         rows.append((label, cells["none"][i], cells["majority"][i]))
-    return "\n".join([
+    return block(
         table(("kill -9 of the master while sending", "`none`", "`majority`"), rows, right=(1, 2)),
-        "",
-        _replication_source(results, "parts 2 and 4"),
-    ])
+        _replication_source(results, "parts 2 and 4")
+    )
 
 
 def replication_transfer(results: Results) -> str:
@@ -258,12 +248,11 @@ def replication_transfer(results: Results) -> str:
             ("the steady load's latency: p50 / p99 / max",
              f"{load['p50_ms']} / {load['p99_ms']} / {load['max_ms']} ms"),
             ("changes of master; converged", f"{len(t['masters_seen']) - 1}; {'yes' if t['converged'] else 'no'}")]
-    return "\n".join([
+    return block(
         table(("state transfer while the master serves", ""), rows, right=(1,)),
-        "",
-        _replication_source(results, f"part 3, with the timers {timers.split('part 3: ')[-1]}"),
-    ])
+        _replication_source(results, f"part 3, with the timers {timers.split('part 3: ')[-1]}")
+    )
 
 
 def replication_goals(results: Results) -> str:
-    return goals_table(results["replication"]["goals"]) + "\n\n" + _replication_source(results, "every part")
+    return block(goals_table(results["replication"]["goals"]), _replication_source(results, "every part"))

@@ -36,6 +36,11 @@ def table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: tuple[int
     return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
+def block(*parts: str) -> str:
+    """A block's text: its table, its notes and its source line, a blank line apart."""
+    return "\n\n".join(parts)
+
+
 def source(results: Results, name: str, extra: str = "") -> str:
     """The line under a table that names its file and when and where it ran."""
     m = results[name]["machine"]
@@ -112,12 +117,11 @@ def storage(results: Results) -> str:
         rows.append((STORAGE_LABELS[scenario], cells[0], num(depths[1]), cells[1],
                      f"{empty['cpu_per_second'] / deep['cpu_per_second']:.2f}"))
     load = s["machine"]["loadavg"]
-    return "\n".join([
+    return block(
         table(("scenario (100-byte bodies)", "empty queue: CPU (wall)", "queued", "deep queue: CPU (wall)",
                "empty / deep (CPU)"), rows, right=(1, 2, 3, 4)),
-        "",
-        source(results, "storage", f"load average {load[0]:.1f} (1 min), {load[2]:.1f} (15 min)"),
-    ])
+        source(results, "storage", f"load average {load[0]:.1f} (1 min), {load[2]:.1f} (15 min)")
+    )
 
 
 ENDPOINT_TARGETS = (("elasticmq-py", "json"), ("elasticmq-py", "query"), ("trivial", "json"),
@@ -145,21 +149,18 @@ def endpoint(results: Results) -> str:
                 cells.append(f"{num(r['msgs_per_s'])} {unit}".replace(" /s", "/s"))
         rows.append(tuple(cells))
     cfg = e["config"]
-    notes = [f"- {k}: {why}" for k, why in e["not_compared"].items()]
-    return "\n".join([
+    not_compared = "\n".join(["Not compared:"] + [f"- {k}: {why}" for k, why in e["not_compared"].items()])
+    return block(
         table(tuple(head), rows, right=(1, 2, 3, 4, 5)),
-        "",
-        "Not compared:",
-        *notes,
-        "",
+        not_compared,
         source(results, "endpoint", f"{cfg['connections']} connections from {cfg['generator_processes']} "
                                     f"generator processes, best of {cfg['rounds']} rounds of {cfg['duration_s']:g} s; "
-                                    f"{loads(e['environment'])}; {e['errors_total']} errors"),
-    ])
+                                    f"{loads(e['environment'])}; {e['errors_total']} errors")
+    )
 
 
 def endpoint_goals(results: Results) -> str:
-    return goals_table(results["endpoint"]["goals"]) + "\n\n" + source(results, "endpoint")
+    return block(goals_table(results["endpoint"]["goals"]), source(results, "endpoint"))
 
 
 CPU_PROFILE_ROWS = (("trivial", None, "trivial handler (the HTTP layer alone)"),
@@ -181,17 +182,15 @@ def cpu_profile(results: Results) -> str:
     rows.append(("SendMessage on a 3-node `majority` master, per send", num(ir["master_json"]), "-"))
     rows.append(("... one replica's share of that send", num(ir["replica_json"]), "-"))
     single = ir["send_json"]
-    return "\n".join([
+    return block(
         table(("instructions per request", "JSON", "Query"), rows, right=(1, 2)),
-        "",
         f"A JSON send is {single / ir['trivial']:.2f}x the trivial handler, a Query send "
         f"{ir['send_query'] / ir['trivial']:.2f}x. On the master of a 3-node cluster a send is "
         f"{ir['master_json'] / single:.2f}x a single node's, and a replica's share "
         f"{ir['replica_json'] / single:.2f}x.",
-        "",
         source(results, "cpu_profile", f"valgrind {c['valgrind']}, {num(c['requests'])} requests per send phase, "
-                                       f"the cluster in batches of {c['cluster_batch']}"),
-    ])
+                                       f"the cluster in batches of {c['cluster_batch']}")
+    )
 
 
 def failover(results: Results) -> str:
@@ -208,16 +207,14 @@ def failover(results: Results) -> str:
                 f"old master inactive first in {goals['old_inactive_first_pct']:g}% of trials: "
                 f"{verdict(met['old_inactive_first_pct'])}"]
     t = f["timing"]
-    return "\n".join([
+    return block(
         table(("measure", "median", "p99", "max", "trials"), rows, right=(1, 2, 3, 4)),
-        "",
         f"The old master went inactive before the new one was active in {f['old_inactive_before_new_active']} "
         f"trials. Goals: {'; '.join(verdicts)}.",
-        "",
         source(results, "failover", f"`{f['nodes']}` processes; heartbeat {t['heartbeat']:g} s, election timeout "
                                     f"{t['election_min']:g}-{t['election_max']:g} s, lease {t['lease']:g} s, "
-                                    f"vote guard {t['vote_guard']:g} s, leader fallback {t['leader_fallback']:g} s"),
-    ])
+                                    f"vote guard {t['vote_guard']:g} s, leader fallback {t['leader_fallback']:g} s")
+    )
 
 
 DURABILITY_TARGETS = (("single node", "single, memory", "single, fsync always", "single"),
@@ -238,14 +235,13 @@ def durability_throughput(results: Results) -> str:
                      f"{disk['fsync_ms_avg']:.2f} ms",
                      ratio_rounds(ratios[ratio_key], figure_x, "")))
     cfg, env = d["config"], d["environment"]
-    return "\n".join([
+    return block(
         table(("send 100 B", "in memory: rate, CPU per send (all nodes)", "`fsync = always`",
                "journal / memory"), rows, right=(1, 2, 3)),
-        "",
         source(results, "durability", f"part 1, the four targets up together, {cfg['rounds']} rounds of "
                                       f"{cfg['duration']:g} s, medians; ratios within each round, rounds in "
-                                      f"brackets; {loads(env)}"),
-    ])
+                                      f"brackets; {loads(env)}")
+    )
 
 
 def durability_recovery(results: Results) -> str:
@@ -256,12 +252,11 @@ def durability_recovery(results: Results) -> str:
         r = rec[key]
         rows.append((label, f"{r['seconds']:.2f} s", f"{r['cpu_s']:.2f} s", f"{r['us_per_msg']} µs",
                      f"{rec[size]} B"))
-    return "\n".join([
+    return block(
         table((f"recovery of {num(rec['messages'])} messages of 100 B", "time", "CPU", "per message",
                "on disk per message"), rows, right=(1, 2, 3, 4)),
-        "",
-        source(results, "durability", "part 2, a fresh process"),
-    ])
+        source(results, "durability", "part 2, a fresh process")
+    )
 
 
 def durability_restart(results: Results) -> str:
@@ -272,21 +267,19 @@ def durability_restart(results: Results) -> str:
              f"recovery {j['recovery']['seconds']:.2f} s ({num(j['recovery']['messages'])} messages)"),
             ("in memory: empty, then a state transfer", f"{m['seconds']:.2f} s", f"{m['process_listening_s']:.2f} s",
              f"transfer {m['transfer']['duration_s']:.2f} s ({num(m['transfer']['records'])} records)")]
-    return "\n".join([
+    return block(
         table((f"restart of one node of three after {cfg['down_s']:g} s down", "to level with the master",
                "listening after", "how"), rows, right=(1, 2)),
-        "",
         f"The journal's way was {rs['speedup']:.2f}x as fast as the transfer. Ten times as fast would be "
         f"{m['seconds'] / 10:.2f} s, while recovering {num(results['durability']['recovery']['messages'])} "
         f"messages from the journal alone takes {results['durability']['recovery']['whole_journal']['seconds']:.2f} s "
         f"(part 2).",
-        "",
-        source(results, "durability", f"part 3, {num(cfg['restart_messages'])} messages stored"),
-    ])
+        source(results, "durability", f"part 3, {num(cfg['restart_messages'])} messages stored")
+    )
 
 
 def durability_goals(results: Results) -> str:
-    return goals_table(results["durability"]["goals"]) + "\n\n" + source(results, "durability")
+    return block(goals_table(results["durability"]["goals"]), source(results, "durability"))
 
 
 def sim(results: Results) -> str:
@@ -295,16 +288,14 @@ def sim(results: Results) -> str:
              f"{r['avg_task_cpu_s']:.2f} s", str(len(r["failing"])),
              f"{r['load_avg_before']:.1f} -> {r['load_avg_after']:.1f}") for r in s["results"]]
     goal = s["goal"]
-    return "\n".join([
+    return block(
         table(("Spark master", "seeds", "wall time", "seeds/min", "CPU per seed", "failing", "load average"),
               rows, right=(1, 2, 3, 4, 5)),
-        "",
         f"Speed-up local[2] / local[1]: {s['speedup']}x. 1,000 seeds on local[2]: {s['minutes_for_1000_seeds_local2']} "
         f"minutes (goal: at least {goal['seeds_per_min_local2']:g} seeds/min, {verdict(goal['met'])}). From the "
         f"tasks' own CPU time, two idle cores would run {s['idle_2core_seeds_per_min_from_cpu']} seeds/min.",
-        "",
-        source(results, "sim", f"3 nodes, `majority`, {s['duration_s']:g} simulated seconds a seed"),
-    ])
+        source(results, "sim", f"3 nodes, `majority`, {s['duration_s']:g} simulated seconds a seed")
+    )
 
 
 def headline(results: Results) -> str:
