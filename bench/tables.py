@@ -31,9 +31,9 @@ def span(xs: list[float], fmt: Callable[[float], str]) -> str:
 
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> str:
     """A markdown table; columns whose index is in ``right`` are right-aligned."""
-    align = ["---:" if i in right else "---" for i in range(len(header))]
-    lines = [header, tuple(align)] + rows
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+    align = "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
+    return "\n".join([lines[0], align, *lines[1:]])
 
 
 def block(*parts: str) -> str:
@@ -299,30 +299,26 @@ def sim(results: Results) -> str:
 
 
 def headline(results: Results) -> str:
-    e, r, d = results["endpoint"], results["replication"], results["durability"]
-    send = {(x["scenario"], x["target"], x["protocol"]): x for x in e["results"]}[("send_100B", "elasticmq-py", "json")]
+    """The README's few numbers: a single node and a 3-node `majority` cluster side by side in one
+    run, failover as a client sees it, and what `fsync = always` costs a single node."""
+    r, d = results["replication"], results["durability"]
     tp = r["throughput"]
     single, cluster = tp["results"]["send_100B/single"], tp["results"]["send_100B/majority"]
-    ratio = tp["within_round"]["send_100B: majority / single"]["median"]
     kill = r["failover"]["by_policy"]["majority"]
-    first = kill["kill_to_first_ack_s"]
-    summ, dr = d["throughput"]["summary"], d["throughput"]["ratios"]
+    summary, ratios = d["throughput"]["summary"], d["throughput"]["ratios"]
+    replication = ("`bench/results/replication.json`", "`python -m bench --only replication`")
     rows = [
-        (f"single node: send 100 B, JSON, {e['config']['connections']} connections", f"{num(send['msgs_per_s'])}/s",
-         "`bench/results/endpoint.json`", "`python -m bench --only endpoint`"),
-        ("3-node `majority` cluster: send 100 B", f"{num(cluster['msgs_per_s_median'])}/s, {pct(ratio)} of a single "
-         f"node beside it ({num(single['msgs_per_s_median'])}/s)", "`bench/results/replication.json`",
-         "`python -m bench --only replication`"),
-        ("failover: kill -9 of the master -> first acknowledged send", f"{first['median_s']:.2f} s median "
-         f"(max {first['max_s']:.2f} s), {kill['lost_acked']} acknowledged sends lost",
-         "`bench/results/replication.json`",
-         "`python -m bench --only replication`"),
-        ("durable send, `fsync = always` / in memory, single node",
-         f"{num(summ['single, fsync always']['msgs_per_s'])}/s / {num(summ['single, memory']['msgs_per_s'])}/s "
-         f"({dr['single']['median']:.2f})", "`bench/results/durability.json`", "`python -m bench --only durability`"),
-        ("durable send, `fsync = always` / in memory, 3 nodes",
-         f"{num(summ['3 nodes, fsync always']['msgs_per_s'])}/s / {num(summ['3 nodes, memory']['msgs_per_s'])}/s "
-         f"({dr['cluster']['median']:.2f})", "`bench/results/durability.json`", "`python -m bench --only durability`"),
+        ("single node, in memory", f"{num(single['msgs_per_s_median'])} msgs/s", *replication),
+        ("3 nodes, `majority`", f"{num(cluster['msgs_per_s_median'])} msgs/s "
+         f"({tp['within_round']['send_100B: majority / single']['median']} of the single node, median within rounds)",
+         *replication),
+        (f"kill -9 of the master → first acknowledged send through a survivor (`majority`, {kill['rounds']} rounds)",
+         f"median {kill['kill_to_first_ack_s']['median_s']} s, {num(kill['lost_acked'])} of "
+         f"{num(kill['acked_sends'])} acknowledged sends lost", *replication),
+        ("single node, `fsync = always` vs in memory",
+         f"{num(summary['single, fsync always']['msgs_per_s'])} vs {num(summary['single, memory']['msgs_per_s'])} "
+         f"msgs/s ({ratios['single']['median']}, median within rounds)",
+         "`bench/results/durability.json`", "`python -m bench --only durability`"),
     ]
-    return table((f"measure ({r['machine']['cpus']} shared cores)", "result", "results file", "reproduce"), rows)
-
+    return table((f"measure (send 100 B, {r['config']['connections']} connections)", "result", "results file",
+                  "reproduce"), rows, right=(1,))

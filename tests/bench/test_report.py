@@ -50,6 +50,12 @@ def test_the_performance_page_shows_every_block_but_the_headline_once():
     assert sorted(names) == sorted(set(BLOCKS) - {"headline"})
 
 
+def test_the_readme_headline_renders_from_the_committed_results():
+    rows = BLOCKS["headline"](Results.load(report.RESULTS)).splitlines()
+    assert rows[0].startswith("| measure (send 100 B, ") and len(rows) == 6
+    assert all("`bench/results/" in row and "`python -m bench --only " in row for row in rows[2:])
+
+
 def test_the_readme_carries_at_most_the_headline():
     names = _names_on(report.README.read_text())
     assert names in ([], ["headline"])
@@ -179,7 +185,7 @@ def test_a_benchmark_run_renders_the_pages_after_writing_its_results(pages, monk
 def test_numbers_are_grouped_and_tables_aligned():
     assert tables.num(1234567) == "1,234,567"
     assert tables.num(2.345, 1) == "2.3"
-    assert tables.table(("a", "b"), [("x", "1")], right=(1,)) == "| a | b |\n| --- | ---: |\n| x | 1 |"
+    assert tables.table(("a", "b"), [("x", "1")], right=(1,)) == "| a | b |\n|---|---:|\n| x | 1 |"
     assert tables.span([1.0, 2.0], str) == "1.0 to 2.0" and tables.span([3.0, 3.0], str) == "3.0"
 
 
