@@ -36,7 +36,6 @@ import functools
 import gc
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys

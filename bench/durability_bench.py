@@ -1,4 +1,4 @@
-"""Durability benchmark (issue 16): what a data-dir costs and what it buys, in one run.
+"""Durability benchmark: what a data-dir costs and what it buys, in one run.
 
 1. Throughput. Send 100 B at 16 connections (bench.loadgen: raw keep-alive HTTP, JSON protocol,
    every response validated) against four targets that are up together: one `serve` in memory,
@@ -17,7 +17,7 @@
    master, and how it got there (journal + log fetch, or a state transfer). The same on an
    in-memory cluster, where the restarted node is empty and gets a full state transfer.
 
-Goals (issue 16): send with `fsync = always` >= 60% of in memory, single node and 3-node
+Goals: send with `fsync = always` >= 60% of in memory, single node and 3-node
 majority; recovery of 1,000,000 messages <= 5 s (<= 10 us per message); restart of one node of
 three after 10 s down >= 10x faster than a full state transfer of the same state.
 
@@ -46,9 +46,8 @@ from typing import Any
 from bench.loadgen import servers
 from bench.loadgen.runner import Job, Pool
 from bench.loadgen.sqs import JSON
-from bench.replication_bench import (
-    ALL, CONNECTIONS, PROCESSES, CpuWindow, Target, _background_busy, _loadavg, call, create_queue,
-)
+from bench.process_cpu import CpuWindow, background_busy, loadavg
+from bench.replication_setup import ALL, CONNECTIONS, PROCESSES, Target, call, create_queue
 
 ROOT = Path(__file__).resolve().parents[1]
 MEM_1, DISK_1, MEM_3, DISK_3 = "single, memory", "single, fsync always", "3 nodes, memory", "3 nodes, fsync always"
@@ -290,7 +289,7 @@ def _restart_once(folder: Path, fsync: str | None, sizes: Sizes, pool: Pool, log
     from cluster.config import Timing
     from elasticmq_py.testing.cluster import Cluster
 
-    from bench.replication_bench import TRANSFER_TIMING_KW
+    from bench.replication_transfer import TRANSFER_TIMING_KW
 
     folder.mkdir()
     c = Cluster(folder, ALL, timing=Timing(**TRANSFER_TIMING_KW), fsync=fsync)
@@ -350,7 +349,7 @@ def run(quick: bool = False, parts: tuple[str, ...] = ("throughput", "recovery",
     from elasticmq_py.testing.cluster import PORT_SLOT_ENV
     os.environ.setdefault(PORT_SLOT_ENV, "7")
     sizes = Sizes.of(quick)
-    env = {"cpus": os.cpu_count(), "loadavg_before": _loadavg(), "background_busy_pct": _background_busy()}
+    env = {"cpus": os.cpu_count(), "loadavg_before": loadavg(), "background_busy_pct": background_busy()}
     report: dict[str, Any] = {"config": sizes.__dict__, "environment": env}
     pool = Pool(PROCESSES)
     try:
@@ -368,7 +367,7 @@ def run(quick: bool = False, parts: tuple[str, ...] = ("throughput", "recovery",
                 report["restart"] = restart(tmp, sizes, pool, log)
     finally:
         pool.close()
-    env["loadavg_after"] = _loadavg()
+    env["loadavg_after"] = loadavg()
     report["goals"] = _goals(report)
     return report
 

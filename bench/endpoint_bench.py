@@ -35,6 +35,7 @@ from bench.loadgen import servers
 from bench.loadgen.runner import Job, Pool, Result
 from bench.loadgen.sqs import AMZ_DATE, AUTH, JSON, JSON_CT, QUERY, Payloads
 from bench.loadgen.trivial import BODY as TRIVIAL_BODY
+from bench.process_cpu import machine_busy
 
 OURS, TRIVIAL, MOTO, SQSLITE = "elasticmq-py", "trivial", "moto", "sqslite"
 CONNECTIONS = 16
@@ -92,26 +93,15 @@ NOT_COMPARED = {
 
 # -- machine-wide CPU accounting --------------------------------------------------------------
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy() -> float:
-    """CPU-seconds spent busy by the whole machine so far (all cores)."""
-    with open("/proc/stat") as f:
-        vals = [int(v) for v in f.readline().split()[1:]]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    return (sum(vals[:8]) - idle) / _TICK
-
-
 class _CpuWindow:
     def __init__(self, server: servers.ServerProc):
         self.server = server
 
     def start(self) -> None:
-        self.s0, self.m0, self.t0 = self.server.cpu_seconds(), _machine_busy(), time.monotonic()
+        self.s0, self.m0, self.t0 = self.server.cpu_seconds(), machine_busy(), time.monotonic()
 
     def stop(self) -> None:
-        self.s1, self.m1, self.t1 = self.server.cpu_seconds(), _machine_busy(), time.monotonic()
+        self.s1, self.m1, self.t1 = self.server.cpu_seconds(), machine_busy(), time.monotonic()
 
     def shares(self, client_cpu: float) -> dict:
         wall = max(1e-9, self.t1 - self.t0)

@@ -1,4 +1,4 @@
-"""Failover benchmark (issue 4): real `elasticmq-py serve` processes in a 3-node cluster on loopback.
+"""Failover benchmark: real `elasticmq-py serve` processes in a 3-node cluster on loopback.
 
 Per trial (bench/failover_measure.py does the work):
 * kill -9 the active master; time until a new master is active (from the new master's history);

@@ -5,7 +5,7 @@ Per trial on one 3-node cluster (the victim is restarted between trials):
 * sigstop: SIGSTOP the active master; time until it is inactive (its lease expiry, from its own
            history after SIGCONT) and until a new master is active; check the first came first.
 Prints a JSON summary (median, p99, max) and, with --out, writes every trial's numbers.
-Goals (issue 4): new master active <= 0.5 s median, <= 1.5 s p99; old master inactive before the
+Goals: new master active <= 0.5 s median, <= 1.5 s p99; old master inactive before the
 new one is active in 100% of trials.
 """
 

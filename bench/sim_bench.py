@@ -1,4 +1,4 @@
-"""Simulator throughput on Spark (issue 7): seeds per minute on local[1] and local[2] for 3-node,
+"""Simulator throughput on Spark: seeds per minute on local[1] and local[2] for 3-node,
 60-simulated-second scenarios under `majority` with the standard fault mix, and the speed-up.
 
 Goal: at least 1,000 such seeds in 10 minutes on this 2-core machine (100 seeds/min on

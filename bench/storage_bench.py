@@ -3,7 +3,7 @@
 Every operation is executed on a Storage and the mutations it emits are encoded with the wire
 codec, as a master must before replicating them. Scenarios run at an empty queue and again with
 1,000,000 messages already queued, side by side in the same process, so the report can give the
-depth ratio (the issue's bound: within 2x). A floor is measured in the same run too: the same
+depth ratio (the goal: within 2x). A floor is measured in the same run too: the same
 message loop over a bare dict + deque, which says how much of the time is SQS semantics.
 
 How a scenario is timed, and why: the machine this runs on is shared, and other people's load

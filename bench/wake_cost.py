@@ -8,8 +8,8 @@ client waits on the same group commit, so the master has nothing to do until a r
 loop sleeps about once per batch, and each replica sleeps once per batch it applies. A single
 node under the same load never sleeps. On a virtual machine, a thread that slept comes back to
 caches that other processes (or, once the vCPU halted, other guests) have used meanwhile, so the
-same instructions take more CPU time. The CPU ratios of issue 18 carry that cost, and it moves
-with the host's load from one session to the next, so the replication benchmark records it in
+same instructions take more CPU time. The replication benchmark's CPU ratios carry that cost, and
+it moves with the host's load from one run to the next, so the replication benchmark records it in
 the same run (``environment.wake_cost_*``) next to how often each node's loop slept.
 
 The piece of work is a single node's: ``batch`` SendMessage requests through the real

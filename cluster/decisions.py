@@ -1,5 +1,5 @@
 """Decision coverage: how often each protocol decision of the cores ran, and how often a plausible
-alternative would have decided differently (issue 19).
+alternative would have decided differently.
 
 A decision point is a line of a core that decides something the protocol's safety or liveness
 rests on: which member the sync takes for the truth, whether a replica's fence lets a frame in,

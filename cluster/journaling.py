@@ -24,7 +24,7 @@ from cluster.config import Durability
 from cluster.journal.disk import OsDisk
 from cluster.journal.journal import Journal, Recovery
 from cluster.journal.writer import JournalWriter
-from cluster.node_core import Persist, PersistReset
+from cluster.node_actions import Persist, PersistReset
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.replica import MUTATION_TYPES
 

@@ -56,7 +56,8 @@ so a restarted node neither votes twice in a term nor votes with an empty log. W
 forgets its vote by restarting; it then still drops vote requests for election_max after it
 starts, which narrows the window (the candidate that could exploit it must start the same term
 after the restart) but does not close it, and its empty log can elect a candidate lacking a
-committed view (sim/README.md, bug 1): every configuration we generate sets a state-dir.
+committed view, which then commits another view under the same id, and the members never
+agree again: every configuration we generate sets a state-dir.
 
 Defaults (Timing): h = 0.05, E = 0.2, G = 0.18, D = 0.15, rho = 0.001, so
 D(1+rho) = 0.15015 < G(1-rho) = 0.17982: a 30 ms margin.

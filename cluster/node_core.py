@@ -1,8 +1,9 @@
 """Everything one member decides on its event loop, sans-I/O: the node core.
 
 NodeCore composes the membership core (views, the lease, activity: membership.py), the replication
-core (the stream, the master-change sync, transfers: replication/core.py) and the stream's peer
-liveness (replication/liveness.py), and adds what used to be decided in runtimes:
+core (the stream, the master-change sync, transfers: replication/core.py), the stream's peer
+liveness (replication/liveness.py) and the table of forwarded requests (forwards.py), and decides
+what no runtime may:
 
 * **Request gating.** ``route`` says whether this node answers a client itself (it is the active
   master: Raft leader with a fresh lease, its view committed, synchronised), forwards it to the
@@ -20,20 +21,25 @@ liveness (replication/liveness.py), and adds what used to be decided in runtimes
   those acks). Only if the node stays inactive for ``leader_fallback`` are they told "outcome
   unknown". A view change fails them at once.
 * **Stand-or-not.** While a state transfer from a connected master is bringing this node up, it
-  tells the election core (on Raft's thread) not to stand: starved by restoring, a joiner missed
-  heartbeats, stood, deposed the healthy master, and then had to pull the whole state first.
+  tells the election core (on Raft's thread) not to stand: a joiner starved by restoring misses
+  heartbeats, and standing then would depose the healthy master, which would have to pull the
+  whole state first.
 * **The fence** (cluster/election.py): asked before a leader lets a higher-term vote request
   through, it stops being active for its term at once and says so.
 * **Ack coalescing and group commit.** Acks produced while frames are handled, and operations
   executed, within one turn of the loop go out at its end (``flush``): one cumulative ack per
   master and one batch per replica. ``FlushDue`` asks the runtime for that end of turn.
-* **Forwarding bookkeeping**, the master's time acting through replicated ``Tick`` commands, and
-  the master's ``replication`` history line.
+* **Forwarding.** Gating says where a request goes; the requests this node forwarded wait in
+  ``Forwards`` (cluster/forwards.py) until answered or failed; a request forwarded to this node
+  runs once, however often its frame arrives.
+* The master's time acting through replicated ``Tick`` commands, and the master's
+  ``replication`` history line.
 
-Events are method calls that return actions; time is passed in (seconds, float). Both runtimes
-bind this same class: cluster/replicated.py to ZeroMQ, pysyncobj's thread and the event loop,
-sim/node.py to the simulated network and clock. The Raft-thread half of the node's decisions is
-cluster/election.py; the two exchange only the values named below.
+Events are method calls that return actions (cluster/node_actions.py); time is passed in
+(seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
+pysyncobj's thread and the event loop, sim/node.py to the simulated network and clock. The
+Raft-thread half of the node's decisions is cluster/election.py; the two exchange only the
+events below ("events from the Raft thread") and the values a ``ToRaft`` action carries.
 """
 
 from __future__ import annotations
@@ -41,9 +47,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Union
-
-import msgspec
+from typing import Any, Callable
 
 from storage import Storage
 from storage.commands import (
@@ -53,12 +57,17 @@ from storage.commands import (
 from storage.errors import SqsError
 
 from cluster import decisions
-from cluster.compaction import RECORDS_PER_BLOB, STEP_BYTES, Compactor, Snapshot
+from cluster.compaction import RECORDS_PER_BLOB, STEP_BYTES, Compactor
 from cluster.config import Timing
 from cluster.errors import MasterChanged, NotServing, NotStored, Throttled
+from cluster.forwards import Forwards
 from cluster.membership import (
     ActivityChanged, DeliverView, Fenced, GateOpened, LeaseAck, MembershipCore, ProposeView, RaftSample,
     Record, StepDown, TimePassed, View, ViewCommitted,
+)
+from cluster.node_actions import (
+    LOCAL, Action, Answer, FenceDone, FlushDue, ForwardFailed, ForwardTo, MayStand, Persist, PersistReset, Refuse,
+    Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
 from cluster.replication.core import (
@@ -75,7 +84,6 @@ from cluster.replication.wire import Heartbeat
 POLICY_TAG = "elasticmq-py:ack-policy"
 REPLICATION_GATE = "replication"
 STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
-FORWARD_TIMEOUT_S = 30.0      # a long poll waits up to 20 s on the master; beyond this, given up on
 FORWARD_IDS_KEPT = 10_000     # per forwarder: far more than can be in flight within the forward timeout
 PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
 
@@ -86,29 +94,6 @@ _INTERNAL = object()          # the token of the master's own Tick operations
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
 BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled", "ack-before-fsync"})
 
-
-# -- what gating says ---------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Local:
-    """This node is the active master: it answers itself."""
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardTo:
-    master: str
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    reason: str
-
-
-Route = Union[Local, ForwardTo, Refuse]
-LOCAL = Local()
-
-
-# -- actions for the runtimes -------------------------------------------------------------------
 
 class _Policies(dict):
     """Each queue's ack policy (its tag, or the default), and the last one looked up."""
@@ -123,115 +108,6 @@ class _Policies(dict):
     def clear(self) -> None:
         super().clear()
         self.last_key = self.last = None
-
-
-class Answer(msgspec.Struct, frozen=True):
-    """The outcome of the client operation ``token``: its result, or the error to tell.
-
-    A Struct rather than a dataclass like its siblings: one is made per client operation, and a
-    frozen dataclass's ``__init__`` is a Python call setting each field through
-    ``object.__setattr__``; a Struct is built in C."""
-
-    token: Any
-    result: Any
-    error: BaseException | None
-    changed: bool = False     # it changed the state (parked long polls may find something)
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardAnswered:
-    token: Any
-    payload: Any
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardFailed:
-    token: Any
-    reason: str
-    sent: bool                # it reached the master, which may have executed it
-
-
-@dataclass(frozen=True, slots=True)
-class ServeForwarded:
-    """Another member hands us a client request: answer with ``ForwardReply(request_id, ...)``."""
-
-    sender: str
-    request_id: int
-    payload: Any
-
-
-@dataclass(frozen=True, slots=True)
-class ToRaft:
-    """For the Raft thread: a ``ProposeView``, ``MayStand``, ``FenceDone`` or ``TransferLeadership``."""
-
-    action: Any
-
-
-@dataclass(frozen=True, slots=True)
-class MayStand:
-    allowed: bool
-    why: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class FenceDone:
-    term: int
-
-
-@dataclass(frozen=True, slots=True)
-class TransferLeadership:
-    """Hand Raft leadership to ``to``, or to the most caught-up follower (an operator's step-down)."""
-
-    to: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServingChanged:
-    on: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ThrottleChanged:
-    on: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Warn:
-    """Something for the operator's log (the runtime rate-limits it)."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Persist:
-    """Journal these log entries (in order, after every earlier Persist); say ``persisted(token)``
-    once they are as durable as the journal's fsync policy promises."""
-
-    token: int
-    entries: tuple[Entry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PersistReset:
-    """A state transfer replaced the state: the journal starts a new history from this snapshot
-    (the chunks' records) at (seq, epoch); say ``persisted(token)`` once it is durable."""
-
-    token: int
-    seq: int
-    epoch: int
-    blobs: tuple[bytes, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class FlushDue:
-    """Call ``flush`` at the end of this turn of the loop, or (``at``, this core's clock in
-    seconds) at that time."""
-
-    at: float | None = None
-
-
-Action = Union[Send, Answer, ForwardAnswered, ForwardFailed, ServeForwarded, ToRaft, ServingChanged,
-               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected, Persist, PersistReset, Snapshot]
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,8 +175,7 @@ class NodeCore:
         self._serving = False                # what ServingChanged last said
         self._abandon_at: float | None = None
         self._may_stand: bool | None = None
-        self._forward_ids = itertools.count(1)
-        self._forwards: dict[int, tuple[Any, str, float]] = {}   # request id -> (token, master, since)
+        self.forwards = Forwards()
         # per forwarder: (its incarnation, the request ids served, in arrival order)
         self._forwarded: dict[str, tuple[int | None, set[int], deque[int]]] = {}
         self._next_storage_tick = 0.0
@@ -410,7 +285,7 @@ class NodeCore:
         return len(self._pending)
 
     def forwards_in_flight(self) -> int:
-        return len(self._forwards)
+        return len(self.forwards)
 
     # -- client operations -------------------------------------------------------------------------
 
@@ -444,7 +319,7 @@ class NodeCore:
             self._policies.clear()   # rare: the next command of each queue reads its tags again
         # Every operation goes through the stream, those without mutations too: a FIFO send that
         # deduplication turns into a no-op answers with a message only this master may hold yet,
-        # and must wait for what came before it (sim/README.md bug 2).
+        # and must wait for what came before it.
         op = next(self._op_ids)
         self._pending[op] = (token, result, bool(mutations), error)
         staged = self.replication.submit(op, mutations, policy)
@@ -461,26 +336,18 @@ class NodeCore:
         if type(route) is not ForwardTo:
             reason = route.reason if type(route) is Refuse else f"Node {self.name} is the master now."
             return [ForwardFailed(token, reason, sent=False)]
-        rid = next(self._forward_ids)
-        self._forwards[rid] = (token, route.master, now)
-        return [Send(route.master, Forward(rid, payload))]
+        return [self.forwards.send(token, route.master, payload, now)]
 
     def forward_unsent(self, request_id: int) -> list[Action]:
         """The runtime could not even queue a Forward frame: the master never saw the request, so
         its client may retry it safely now rather than after the forward timeout."""
-        entry = self._forwards.pop(request_id, None)
-        if entry is None:
-            return []
-        token, master, _ = entry
-        return [ForwardFailed(token, f"no connection to the master {master}", sent=False)]
+        return self.forwards.unsent(request_id)
 
     def stopped(self, reason: str) -> list[Action]:
         """The node stops: waiting operations and forwards end with "outcome unknown"."""
         out: list[Action] = []
         self._abandon(reason, out)
-        for token, _, _ in self._forwards.values():
-            out.append(ForwardFailed(token, reason, sent=True))
-        self._forwards.clear()
+        self.forwards.stop(reason, out)
         return out
 
     def step_down(self, now: float, to: str | None = None) -> list[Action]:
@@ -545,10 +412,7 @@ class NodeCore:
             if self._first_forward(sender, frame.request_id):
                 out.append(ServeForwarded(sender, frame.request_id, frame.payload))
         elif t is ForwardReply:
-            entry = self._forwards.get(frame.request_id)
-            if entry is not None and entry[1] == sender:
-                del self._forwards[frame.request_id]
-                out.append(ForwardAnswered(entry[0], frame.payload))
+            self.forwards.answered(sender, frame, out)
         else:
             self._replication(self.replication.on_frame(sender, frame, int(now * 1000)), now, out)
             if t is SnapshotChunk:
@@ -569,11 +433,7 @@ class NodeCore:
             self._abandon_at = None
             if not self.membership.evaluate(now)[0]:
                 self._abandon(f"{self.name} stopped being the active master before the ack policy was met", out)
-        for rid, (token, master, since) in list(self._forwards.items()):
-            if now - since >= FORWARD_TIMEOUT_S:
-                del self._forwards[rid]
-                out.append(ForwardFailed(token, f"the master {master} did not answer within "
-                                                f"{FORWARD_TIMEOUT_S:.0f} s", sent=True))
+        self.forwards.expire(now, out)
         if self.settings.storage_ticks and now >= self._next_storage_tick and self.serving(now):
             self._storage_tick(now, out)
         self._progress_line(now, out)
@@ -699,11 +559,7 @@ class NodeCore:
                 v = a.view
                 self._replication(self.replication.install_view(v.master, v.epoch, v.members, int(now * 1000)),
                                   now, out)
-                for rid, (token, master, _) in list(self._forwards.items()):
-                    if master != v.master:
-                        del self._forwards[rid]
-                        out.append(ForwardFailed(token, f"the master changed from {master} to {v.master}",
-                                                 sent=True))
+                self.forwards.master_changed(v.master, out)
             elif t is ActivityChanged:
                 self._abandon_at = None if a.active else now + self.timing.leader_fallback
         self._serving_check(now, out)
@@ -815,10 +671,7 @@ class NodeCore:
     def _peer(self, peer: str, up: bool, now: float, out: list[Action]) -> None:
         self._replication(self.replication.on_peer(peer, up, int(now * 1000)), now, out)
         if not up:
-            for rid, (token, master, _) in list(self._forwards.items()):
-                if master == peer:
-                    del self._forwards[rid]
-                    out.append(ForwardFailed(token, f"the connection to the master {peer} was lost", sent=True))
+            self.forwards.link_lost(peer, out)
         self._stand_check(out)
 
     def _abandon(self, reason: str, out: list[Action]) -> None:
@@ -858,10 +711,11 @@ class NodeCore:
     def _hand_on_check(self, now: float, out: list[Action]) -> None:
         """An amnesiac Raft leader whose sync cannot finish with the members it reaches hands
         leadership to a member that answered with its memory intact. Without this, a node that
-        restarted empty into a bridge and won Raft through the bridging member held the whole
-        group without a master until the bridge healed: the members beyond the bridge, which
-        its sync needs, could elect nobody while it led them (the simulator, seed 103). The wait
-        is the connection timeout: a member not heard from for that long is unreachable."""
+        restarted empty into a bridge and won Raft through the bridging member would hold the
+        whole group without a master until the bridge healed: the members beyond the bridge,
+        which its sync needs, can elect nobody while it leads them (the simulator's seed 103
+        plays this). The wait is the connection timeout: a member not heard from for that long
+        is unreachable."""
         sync = self.replication.sync
         m = self.membership
         to = None

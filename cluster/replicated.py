@@ -36,10 +36,11 @@ from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing
 from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
-from cluster.node_core import (
-    Answer, CoreSettings, FlushDue, ForwardAnswered, ForwardFailed, NodeCore, Persist, PersistReset, Route,
-    ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn, restarts_amnesiac,
+from cluster.node_actions import (
+    Answer, FlushDue, ForwardAnswered, ForwardFailed, Persist, PersistReset, Route, ServeForwarded, ServingChanged,
+    ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
+from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal
 from cluster.replication.core import StorageReplaced
 from cluster.replication.master import Limits

@@ -19,11 +19,11 @@ pysyncobj's poller. No state is read across the two threads.
 Durable Raft state. With ``[node] state-dir`` set, pysyncobj keeps its journal (term, vote, log,
 commit index) and its log-compaction dumps there, so a restarted member neither votes twice in
 a term nor votes, with an empty log, for a candidate that lacks a committed view (Raft's safety
-needs both; the simulator found the second, sim/README.md bug 1). The files survive a process
-crash (they are memory-mapped, not fsynced per entry: a power loss is not covered). A journal
-found at start also tells the node that it was a member before and so lost its messages:
-``restarted`` is what the replication layer's amnesia flag starts from. Only our own files are
-read back; nothing from the network is unpickled unless it passed pysyncobj's authentication.
+needs both; without the second, the simulator sees two views committed under one id). The files
+survive a process crash (they are memory-mapped, not fsynced per entry: a power loss is not
+covered). A journal found at start also tells the node that it was a member before and so lost
+its messages: ``restarted`` is what the replication layer's amnesia flag starts from. Only our
+own files are read back; nothing from the network is unpickled unless it passed pysyncobj's authentication.
 
 Construct and start a MembershipNode from the thread that runs the event loop and lives as long
 as the node (pysyncobj stops ticking when the thread that created it exits).
@@ -53,7 +53,7 @@ from cluster.election import (
     Stand, TermAhead,
 )
 from cluster.membership import ProposeView, RaftSample, View, accept_view
-from cluster.node_core import FenceDone, MayStand
+from cluster.node_actions import FenceDone, MayStand
 from cluster.transport import ClusterTransport, NamedNode
 
 log = logging.getLogger("cluster.runtime")

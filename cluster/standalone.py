@@ -34,7 +34,7 @@ from storage.errors import SqsError
 
 from cluster.compaction import Compactor
 from cluster.errors import NotServing, NotStored
-from cluster.node_core import Answer, FlushDue, Persist, Warn
+from cluster.node_actions import Answer, FlushDue, Persist, Warn
 from cluster.replication.log import Entry, ReplicationLog
 
 _INTERNAL = object()          # the token of the node's own Tick operations

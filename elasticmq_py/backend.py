@@ -18,7 +18,7 @@ from storage.commands import Command, QueueKey, Tick
 from storage.limits import STRICT, Limits
 from storage.mutations import MessageAdded, MessageChanged, MessageDeleted
 
-from cluster.node_core import LOCAL, Route
+from cluster.node_actions import LOCAL, Route
 from cluster.status import NodeStatus, ReplicationStatus
 
 from elasticmq_py.health import Health, Role, single_node

@@ -34,7 +34,7 @@ from elasticmq_py import journal_cli, localcluster, loglevel
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
-from sim import cli as sim_cli   # `sim` and `analyze` (issue 7); all their code lives in sim/
+from sim import cli as sim_cli   # `sim` and `analyze`: all their code lives in sim/
 
 DEFAULT_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 SECRET_ENV = "ELASTICMQ_PY_CLUSTER_SECRET"

@@ -31,7 +31,7 @@ from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.journaling import DataDirError
 from cluster.history import HistoryWriter
-from cluster.node_core import Route
+from cluster.node_actions import Route
 from cluster.replicated import ForwardError as StreamForwardError
 from cluster.replicated import ReplicatedStorage
 from cluster.runtime import BindError

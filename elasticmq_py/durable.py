@@ -21,7 +21,7 @@ from storage.limits import STRICT, Limits
 from cluster.compaction import Snapshot
 from cluster.config import Durability
 from cluster.journaling import JournalBinding, journal_status, open_journal
-from cluster.node_core import Answer, FlushDue, Persist, Warn
+from cluster.node_actions import Answer, FlushDue, Persist, Warn
 from cluster.standalone import StandaloneCore
 from cluster.status import NodeStatus, journal_info
 

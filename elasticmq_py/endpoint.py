@@ -23,7 +23,7 @@ from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMess
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from storage.results import ReceiveMessageResult
 
-from cluster.node_core import LOCAL, ForwardTo, Refuse
+from cluster.node_actions import LOCAL, ForwardTo, Refuse
 
 from elasticmq_py import dashboard
 from elasticmq_py import metrics as metrics_mod

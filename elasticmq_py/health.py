@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.node_core import ForwardTo, Local, Route
+from cluster.node_actions import ForwardTo, Local, Route
 
 
 class Role(enum.Enum):

@@ -1,4 +1,4 @@
-"""The cluster simulator and the cluster-history analysis (issue 7).
+"""The cluster simulator and the cluster-history analysis (docs/simulator.md).
 
     from sim import generate, simulate
     result = simulate(generate(42, nodes=3, policy="majority"))

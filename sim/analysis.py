@@ -237,7 +237,7 @@ UNION ALL SELECT 'transfer', run, bytes, duration_s FROM transfers
 """
 
 
-# Runs failing each rule judged during the run, or made a default by issue 19 (failure prefixes).
+# Runs failing each rule judged during the run or by the world itself (failure prefixes).
 JUDGED_RULES = (("quiescent_divergence", "divergence at t=%"), ("unavailable", "unavailable%"),
                 ("lost_deletes", "lost deletes%"), ("in_window", "in-window%"),
                 ("provenance", "provenance: %"), ("waste", "waste: %"))

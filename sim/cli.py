@@ -104,7 +104,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--check", metavar="MODULE:FUNCTION",
                    help="an extra check over each run's history: a function taking (records, policy) and "
                         "returning failure messages (module:function or path/to/file.py:function; shipped "
-                        "to the executors with cloudpickle; see sim/README.md)")
+                        "to the executors with cloudpickle; see docs/simulator.md)")
     a.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     a.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark setting (repeatable)")
 

@@ -1,4 +1,4 @@
-"""Mutants of the cores: proof that the simulator has teeth (issue 19).
+"""Mutants of the cores: proof that the simulator has teeth.
 
 Each mutant is a one-line change of a decision in a core (cluster/), the kind of slip a person
 makes: an ordering of (epoch, seq) turned round, a fence that compares with the wrong epoch, a
@@ -15,7 +15,7 @@ mutant's doing).
     python -m sim.mutants --check               # only: does every mutant's text still apply?
 
 tests/sim/test_mutants.py runs the same search for every mutant within ``BOUND`` seeds
-(sim/README.md, "Mutants", has the measured table). Add a mutant here when a core gains a
+(docs/simulator.md has the measured table). Add a mutant here when a core gains a
 decision.
 """
 
@@ -71,8 +71,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "        return [Send(r.name, Batch(self.epoch, e.seq, self.epoch, e.mutations)) for e in entries]\n\n"
            "    def durable",
            "resent entries claim the current epoch as the one they were written in"),
-    # bug 11 as it shipped: a reconnected replica is repositioned only if it awaits no
-    # transfer, and otherwise streamed to from its ack (the check before it did not exist)
+    # a reconnected replica is repositioned only if it awaits no transfer, and otherwise
+    # streamed to from its ack (as if the check before it did not exist)
     Mutant("reconnect-streams-awaiting-transfer", "cluster/replication/master.py",
            "        if r.needs_transfer:\n"
            "            # Nothing streams to a replica awaiting a transfer: its log may be a deposed\n"
@@ -84,7 +84,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "            return [NeedsTransfer(name)]\n"
            "        if fresh and r.positioned:\n",
            "        if fresh and r.positioned and not r.needs_transfer:\n",
-           "a replica awaiting a transfer (a divergent tail) is streamed to when it reconnects (bug 11)"),
+           "a replica awaiting a transfer (a divergent tail) is streamed to when it reconnects"),
     # -- cluster/replication/sync.py -----------------------------------------------------------
     Mutant("sync-orders-by-seq", "cluster/replication/sync.py",
            "return (self.last_epoch, self.last_seq)",
@@ -97,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sync-counts-amnesiacs", "cluster/replication/sync.py",
            "counted = sum(1 for n in self.positions if n not in self.amnesiac)",
            "counted = len(self.positions)",
-           "members restarted with empty memory count in the sync's majority (bug 1)"),
+           "members restarted with empty memory count in the sync's majority"),
     Mutant("prefix-ignores-epoch-at-same-seq", "cluster/replication/sync.py",
            "    if pos.last_seq == log.last_seq:\n        return pos.last_epoch == log.last_epoch",
            "    if pos.last_seq == log.last_seq:\n        return True",
@@ -105,7 +105,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sync-appends-unverified", "cluster/replication/sync.py",
            "if frame.seq != log.last_seq + 1 or not self._verified:",
            "if frame.seq != log.last_seq + 1:",
-           "a syncing master appends fetched entries before it has verified its own last entry (bug 4)"),
+           "a syncing master appends fetched entries before it has verified its own last entry"),
     # -- cluster/replication/replica.py --------------------------------------------------------
     Mutant("status-reports-current-epoch", "cluster/replication/replica.py",
            "return SyncStatus(epoch, log.last_seq, log.last_epoch, log.first_seq)",
@@ -213,7 +213,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("forward-dedupe-forgets", "cluster/node_core.py",
            "        ids.add(request_id)\n",
            "",
-           "a forwarded request delivered twice is executed twice (bug 10)"),
+           "a forwarded request delivered twice is executed twice"),
     Mutant("durable-after-reset", "cluster/node_core.py",
            "if seq is None or self._resets_pending or self.replication.durable_seq is None:",
            "if seq is None or self.replication.durable_seq is None:",
@@ -226,7 +226,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("journal-roll-unsynced", "cluster/journal/journal.py",
            "            self._disk.truncate(prev, self._sizes[prev])\n            self._disk.sync(prev)\n",
            "            self._disk.truncate(prev, self._sizes[prev])\n",
-           "a segment roll leaves the closed segment's tail unsynced (bug 8)"),
+           "a segment roll leaves the closed segment's tail unsynced"),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -250,9 +250,9 @@ DROPPED: tuple[tuple[Mutant, str], ...] = (
      "divergent member is found divergent again and its transfer goes on (its sender survives a "
      "dropped link); a member whose transfer finished meanwhile answers the snapshot's position, "
      "a prefix, rightly streamed to. Pinned to the `relink` rare path (seeds 1, 2, 10, 11 and 16, "
-     "where bug 11's code diverges), every such reconnection was answered 'not a prefix'. It was "
-     "this project's first text for bug 11, which it does not reproduce: "
-     "reconnect-streams-awaiting-transfer is bug 11's code"),
+     "where reconnect-streams-awaiting-transfer diverges), every such reconnection was answered "
+     "'not a prefix': this mutant does not reproduce that slip, reconnect-streams-awaiting-transfer "
+     "does"),
     (Mutant("view-epoch-may-go-back", "cluster/membership.py",
            "return proposed.view_id == current.view_id + 1 and proposed.epoch >= current.epoch",
            "return proposed.view_id == current.view_id + 1",
@@ -261,40 +261,61 @@ DROPPED: tuple[tuple[Mutant, str], ...] = (
      "its proposer's term: a view of an older epoch cannot follow a newer one"),
 )
 
-# Found within BOUND, but after more seeds than `make test` affords (tests/sim/test_mutants.py
-# leaves them to `python -m sim.mutants`): name -> the first failing seed measured.
-SLOW: dict[str, int] = {
-    # the `race` rare path (master); 118 until 5f887bb, whose `gc` and `turn` that seed plays
+# The first failing seed of 0..BOUND-1 of each mutant, as `python -m sim.mutants NAME` finds it.
+# tests/sim/test_mutants.py runs each mutant at its seed alone (it must fail) and the clean code at
+# every one of them (it must pass), so the suite proves what the search found without paying for
+# it. A change to the simulator or the cores can move a finding seed: search again and update.
+FOUND_AT: dict[str, int] = {
+    "commit-one-copy-short": 4,
     "master-copy-before-fsync": 230,
-    # found again once the nemesis let a restarted master count as caught up (bf1b178: 98);
-    # 69 since the `replay` and `relink` rare paths (550a08c), 67 since `gc` (5f887bb), 81 since
-    # the `hung` path's floor and retries (ed02ddd), which seed 67 plays
     "position-unknown-is-prefix": 81,
-    # 245 (a `hung` seed) until 5f887bb, whose `gc` that seed plays
+    "resend-rewrites-epoch": 0,
+    "reconnect-streams-awaiting-transfer": 72,
+    "sync-orders-by-seq": 23,
     "sync-quorum-of-view": 173,
-    # 66 until 550a08c (`relink`), 168 until 5f887bb (`comeback`, `gc`)
+    "sync-counts-amnesiacs": 44,
+    "prefix-ignores-epoch-at-same-seq": 34,
+    "sync-appends-unverified": 25,
+    "status-reports-current-epoch": 0,
+    "fetch-rewrites-epoch": 0,
+    "replica-rejoins-older-sync": 0,
+    "log-get-off-by-one": 5,
+    "log-since-skips-one": 0,
+    "transfer-tail-starts-late": 16,
+    "transfer-position-at-read-start": 28,
+    "transfer-cut-skipped": 24,
+    "transfer-done-at-log-end": 9,
+    "transfer-first-chunk-is-last": 0,
+    "receiver-takes-chunk-after-gap": 46,
     "amnesiac-caught-up-at-once": 177,
-    # 67 (a `replay` seed) until 5f887bb, whose `comeback` and `turn` that seed plays
-    "forward-dedupe-forgets": 104,
-    # 14 (the wasted-work rule) until the `hung` path's floor and retries (ed02ddd), which that
-    # seed plays
+    "view-keeps-any-transfer": 1,
+    "vote-guard-in-ms": 0,
+    "lease-newest-ack": 38,
+    "lease-longer-than-guard": 0,
+    "leader-grants-pre-vote": 22,
+    "fence-skipped": 0,
+    "stale-view-activates": 34,
+    "gating-cache-kept": 2,
+    "held-ack-unclamped": 0,
     "durable-part-dropped": 163,
-    # in no 30-second seed of 0-299 until ed02ddd (81 plays `hung`, whose tries hold the faults
-    # due meanwhile); the 60-second sweep found it at 129, 227 and 275 (tests/sim/test_waste.py
-    # pins 275)
     "durable-part-displaced": 81,
+    "durable-part-kept-behind": 32,
+    "forward-dedupe-forgets": 104,
+    "durable-after-reset": 2,
+    "compaction-position-at-end": 9,
+    "journal-roll-unsynced": 9,
 }
 
-# Not found within BOUND seeds when measured (sim/README.md, "Mutants"): name -> why, as far as
-# we know. These are the simulator's known blind spots, not equivalent mutants: each changes
+# Not found within BOUND seeds when measured: name -> why, as far as we know. These are the simulator's known blind spots, not equivalent mutants: each changes
 # what a run could observe.
 NOT_FOUND: dict[str, str] = {}
 
 
-# The unit test that kills each mutant this suite does not search (SLOW, NOT_FOUND): with it,
-# `make test` fails for every mutant, found by the simulator within its bound or not.
-# tests/sim/test_mutants.py applies each mutant to a copy of the tree and runs its test there,
-# which must fail (the suite itself runs it on the clean tree, where it passes).
+# Unit tests that kill mutants as well, and must for every one in NOT_FOUND: with them, `make test`
+# fails for every mutant, found by the simulator within its bound or not, and the ones found only
+# late in the search are pinned by a test of their own too. tests/sim/test_mutants.py applies each
+# mutant to a copy of the tree and runs its test there, which must fail (the suite itself runs it
+# on the clean tree, where it passes).
 UNIT_TESTS: dict[str, str] = {
     "master-copy-before-fsync":
         "tests/cluster/test_node_core_journal.py::"

@@ -66,7 +66,7 @@ class Link:
         self.down_since: int | None = None   # when it was cut, while it is
         self.stream_cuts = 0    # active faults cutting the stream plane only (Raft still up)
         # since when the Raft plane has been up with no extra latency and no slowed frame still
-        # on its way (None: not now); World.stood judges disruptions by it
+        # on its way (None: not now); sim/elections.py judges disruptions by it
         self.raft_calm_since: int | None = 0
 
 

@@ -47,10 +47,11 @@ from cluster.membership import ProposeView, RaftSample, Record, View, accept_vie
 from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journaling import rebuild
-from cluster.node_core import (
-    Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand,
-    NodeCore, Persist, PersistReset, ServeForwarded, ToRaft, TransferLeadership, restarts_amnesiac,
+from cluster.node_actions import (
+    Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist, PersistReset,
+    ServeForwarded, ToRaft, TransferLeadership,
 )
+from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.replication.core import StorageReplaced, TransferSettings
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, ForwardReply, Rejected, Send
@@ -60,7 +61,8 @@ from sim.net import RAFT, STREAM
 from sim.raft import AppendEntries, Durable, RaftNode, RequestVote, TimeoutNow
 
 if TYPE_CHECKING:
-    from sim.world import Request, World
+    from sim.clients import Request
+    from sim.world import World
 
 RAFT_TICK_US = 20_000        # pysyncobj's autoTickPeriod
 CORE_TICK_US = 50_000        # the node runtime's tick
@@ -198,12 +200,13 @@ class SimNode:
         fn(*args)
 
     def receive(self, plane: int, sender: str, msg: Any) -> None:
-        if plane == STREAM and self.world.turn_wait is not None and self.world.turn_hold(self, sender, msg):
+        turn = self.world.rare.turn
+        if plane == STREAM and turn.wait is not None and turn.hold(self, sender, msg):
             return      # the `turn` rare path: read in the turn of the next client operation
         self._node_event(self._on_raft if plane == RAFT else self._on_stream, (sender, msg))
 
     def read_held(self, sender: str, msg: Any) -> None:
-        """A stream frame that arrived earlier is read now (``World.turn_hold``)."""
+        """A stream frame that arrived earlier is read now (sim/rare/turn.py ``Turn.hold``)."""
         self._node_event(self._on_stream, (sender, msg))
 
     def request(self, req: "Request") -> None:
@@ -229,7 +232,7 @@ class SimNode:
         w = self.world
         now_s = w.now_s
         if self.election.standing and self.raft.role != "leader" and self._connected_to_anyone():
-            w.stood(self.name)
+            w.elections.stood(self.name)
             self.raft.start_election(now_s)
         self.raft.tick(now_s)
         self._election(self.election.tick(now_s, self._state()))
@@ -263,8 +266,8 @@ class SimNode:
             self._election(self.election.on_message(sender, msg, now_s, self._state()))
             return
         t = type(msg)
-        if t is RequestVote and self.world.gc_wait is not None:
-            self.world.gc_check(self, sender, msg.term)   # the `gc` rare path stalls the loop then
+        if t is RequestVote and self.world.rare.gc.wait is not None:
+            self.world.rare.gc.check(self, sender, msg.term)   # the `gc` rare path stalls the loop then
         kind = VOTE_REQUEST if t is RequestVote else APPEND if t is AppendEntries \
             else TIMEOUT_NOW if t is TimeoutNow else OTHER
         self._election(self.election.on_raft(sender, kind, msg.term, msg, now_s, self._state()))
@@ -278,14 +281,14 @@ class SimNode:
                 before = (r.term, r.voted_for)
                 r.on_message(a.sender, a.message, w.now_s)
                 if a.kind == VOTE_REQUEST and r.voted_for == a.sender and (r.term, r.voted_for) != before:
-                    w.voted(self.name, a.sender, r.term)
+                    w.elections.voted(self.name, a.sender, r.term)
                 elif a.kind == APPEND and r.term == a.term and r.leader == a.sender:
-                    w.leader_contact[self.name] = (w.now, a.sender)
+                    w.elections.leader_contact[self.name] = (w.now, a.sender)
                 if a.kind == APPEND:
                     self._election(self.election.appended(a.sender, a.term, a.message.stamp, w.now_s, self._state()))
             elif t is RaftSend:
-                if type(a.message) is PreVote and w.deaf_wait is not None:
-                    w.pre_voting(self.name)     # the `deaf` rare path heals in this instant
+                if type(a.message) is PreVote and w.rare.deaf.wait is not None:
+                    w.rare.deaf.pre_voting(self.name)     # the `deaf` rare path heals in this instant
                 w.net.send(self.name, a.to, RAFT, a.message)
             elif t is Stand:
                 pass    # carried out at Raft's next tick (_raft_tick), as pysyncobj does
@@ -359,18 +362,19 @@ class SimNode:
         held, durable = self.core.held_ack(rep.master) if rep.master else None, rep.durable_seq
         self._act(self.core.persisted(token, self.world.now_s))
         self.world.waste.journal_report(self, held, durable)
-        if self.world.race_arm is not None:
-            self.world.race_check(self, "persisted")
+        if self.world.rare.race.armed is not None:
+            self.world.rare.race.check(self, "persisted")
 
     def _loop_journal_failed(self, reason: str) -> None:
         self._act(self.core.journal_failed(reason, self.world.now_s))
 
     def _on_stream(self, sender: str, frame: Any) -> None:
         self._act(self.core.frame(sender, frame, self.world.now_s))
-        if self.world.race_arm is not None:
-            self.world.race_check(self, "stream")
-        if self.world.wiped_wait is not None:
-            self.world.wiped_check(self, sender, frame)   # the `wiped` rare path isolates the master then
+        rare = self.world.rare
+        if rare.race.armed is not None:
+            rare.race.check(self, "stream")
+        if rare.wiped.wait is not None:
+            rare.wiped.check(self, sender, frame)   # the `wiped` rare path isolates the master then
 
     def _on_request(self, req: "Request") -> None:
         now_s = self.world.now_s
@@ -378,8 +382,8 @@ class SimNode:
         t = type(route)
         if t is Local:
             self._act(self.core.execute(_Op(req, req.command, now_s), req.command, now_s))
-            if self.world.turn_wait is not None:
-                self.world.turn_op(self)   # the `turn` rare path: a frame read in this turn
+            if self.world.rare.turn.wait is not None:
+                self.world.rare.turn.op(self)   # the `turn` rare path: a frame read in this turn
         elif t is ForwardTo:
             self._act(self.core.forward(req, req.command, now_s))
         else:
@@ -409,8 +413,8 @@ class SimNode:
                 if type(op.asker) is tuple:    # ("forwarded", sender, request id)
                     _, sender, rid = op.asker
                     w.net.send(self.name, sender, STREAM, ForwardReply(rid, (outcome, a.result, error)))
-                    if w.replay_wait is not None:   # the `replay` rare path breaks a connection then
-                        w.replay_check(self, sender, rid, op.command, a.result if outcome == "ok" else None)
+                    if w.rare.replay.wait is not None:   # the `replay` rare path breaks a connection then
+                        w.rare.replay.check(self, sender, rid, op.command, a.result if outcome == "ok" else None)
                 else:
                     hint = None
                     if isinstance(a.error, NotServing) and self.core.view is not None:
@@ -431,8 +435,8 @@ class SimNode:
             elif t is ServeForwarded:
                 op = _Op(("forwarded", a.sender, a.request_id), a.payload, w.now_s)
                 self._act(self.core.execute(op, a.payload, w.now_s))
-                if w.turn_wait is not None:
-                    w.turn_op(self)
+                if w.rare.turn.wait is not None:
+                    w.rare.turn.op(self)
             elif t is ToRaft:
                 self._post(False, self._raft_do, a.action)
             elif t is Record:
@@ -602,11 +606,11 @@ class _Writer:
         if self.hang:
             self.hang = False
             self.hung = True
-            w.fsync_hung(self.node)
+            w.rare.hung.fsync_hung(self.node)
             return
         took = self.rng.randint(*self.spec.fsync_us) + self.slow_us
         w.at(w.now + took, self.node._node_event, self._synced, ())
-        w.fsync_started(took)
+        w.nemesis.fsync_started(took)
 
     def release(self) -> None:
         """A hung fsync returns now."""

@@ -21,8 +21,8 @@ guard, the fence), and answers accepted AppendEntries with lease acks (sim/node.
 * durable Raft state, as the product keeps it in ``[node] state-dir`` (pysyncobj's journal):
   a restarted node comes back with its term, its vote, its log and its commit index, and
   re-applies the committed entries (``RaftNode.durable`` / ``restore``). Without it a restarted
-  node voted with an empty log for a candidate that lacked a committed view (sim/README.md,
-  bug 1).
+  node votes with an empty log for a candidate that lacks a committed view, and a majority that
+  never saw that view elects it.
 
 The node feeds the membership core what the live runtime feeds it: a ``RaftSample`` on every
 role/term change, a ``LeaseAck`` per accepted heartbeat, a ``ViewCommitted`` per applied view
@@ -115,7 +115,7 @@ class RaftNode:
         self.match: dict[str, int] = {}
         self.last_response: dict[str, float] = {}
         self.last_heartbeat = 0.0
-        self.leader_since = 0.0     # when it last took office (World.stood judges disruptions by it)
+        self.leader_since = 0.0     # when it last took office (sim/elections.py judges disruptions by it)
         if restore is not None:
             self.term, self.voted_for, self.commit = restore.term, restore.voted_for, restore.commit
             self.log = list(restore.log)

@@ -15,11 +15,11 @@ term, vote and log (the product's state-dir); on a seed with a journal (``journa
 seeds) a crash is a kill -9 and the node restarts from its data-dir (sim/disk.py), and
 ``crash_all`` power-cuts every node at once. When a crash may happen is part of the fault
 model (decided by the simulator at the moment of the crash, since only then is the cluster's
-state known; see ``World._may_crash``):
+state known; see ``Nemesis.may_crash``, sim/nemesis.py):
 
 * ``any`` (the default): whenever fewer than ``(nodes - 1) // 2`` nodes are down or catching up,
-  i.e. any crash the cluster is meant to tolerate. Under this policy the simulator found bug 1
-  (sim/README.md, "Known bugs found"), since fixed;
+  i.e. any crash the cluster is meant to tolerate, such as a member restarting empty while the
+  only other copy of a committed view is cut off (tests/sim/test_found_bugs.py);
 * ``safe``: only when no other node is down or still catching up after a restart, and every other
   node holds everything a majority holds (its replication log and its Raft log).
 """
@@ -60,7 +60,7 @@ FAULT_WEIGHTS: dict[str, int] = {
 
 FSYNC_POLICIES = ("always", "interval", "never")
 
-# Rare paths (issue 19), drawn apart from everything else (the "rare:" generator), each with its
+# Rare paths, drawn apart from everything else (the "rare:" generator), each with its
 # own probability per seed, so that a seed without them draws what it always drew:
 # * "chain": quick successive failovers. Each step isolates the master of the moment and heals the
 #   one isolated by the step before, so that the deposed master, still holding its tail, answers
@@ -83,9 +83,10 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   never (unless pinned), compaction at 4 KB and one or two `crash_all` (after the first third
 #   of the fault window, once compaction has made the queues durable): every member restarts
 #   amnesiac yet with a journal, so the sync may find an amnesiac member the most advanced, and
-#   a master whose log ends before that member's journal starts needs its snapshot (sim/README.md
-#   bug 9; the decision point transfer.empty_holder, cluster/decisions.py, was reached about
-#   once in 60 seeds without it). Not played on a seed pinned to `journal=False` or
+#   a master whose log ends before that member's journal starts needs its snapshot, which a
+#   member that refused it as "restarted empty" would leave the sync waiting for for ever (the
+#   decision point transfer.empty_holder, cluster/decisions.py, is reached about once in 60
+#   seeds without this path). Not played on a seed pinned to `journal=False` or
 #   `fsync="always"`.
 # Chains take up to ~15 s: they are played only with a fault window of CHAIN_MIN_WINDOW or more
 # (the default 60-second scenarios), so that short scenarios keep their density of ordinary faults.
@@ -96,15 +97,15 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   next master is deposed (isolated) right after its first batch of the new epoch committed on a
 #   replica (the world watches for it), and in that instant the old tail-holder is healed: the
 #   master after that syncs with it, finding (older epoch, longer log) against (newer epoch,
-#   shorter log). World._fork_* play it.
+#   shorter log). sim/rare/fork.py plays it.
 # * "deaf": a minority of followers stop hearing the master (its links to them cut one way: they
 #   still reach it) for 0.3-1 s, several times. The others still hear the master, and so refuse
-#   their pre-votes: no deaf node may stand (World._judge_disruption fails a stand that a leader
+#   their pre-votes: no deaf node may stand (sim/elections.py fails a stand that a leader
 #   holding a healthy majority suffers). A leader that granted pre-votes would let them.
 # * "race": power cuts timed on the journal's state, under `fsync = always` (the seed gets a
 #   journal unless pinned without one or to another fsync policy, and not with "amnesia"). Each
 #   of one or two cuts is armed at a random time, then strikes in the first instant of its
-#   race (World.race_check): "master", a replica's durable ack reached the master before the
+#   race (sim/rare/race.py): "master", a replica's durable ack reached the master before the
 #   master's own fsync of that batch finished; "replica", a replica's fsync finished while it
 #   had applied (and was holding the ack of) a later batch, a few ms later, when an ack for the
 #   later batch, had it gone out unclamped, would be at the master. The restarts are staggered,
@@ -117,7 +118,7 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   stop at the position the last chunk names ("end"), and once the joiner holds the transfer
 #   the master is isolated ``settle_ms`` later, for ``hold_s`` (what is on its way is lost). The next
 #   master syncs the joiner with members level at the mark: a joiner that holds effects its log
-#   lacks diverges from them for good (World._handoff_*).
+#   lacks diverges from them for good (sim/rare/handoff.py).
 # * "wiped": a master lost while members restarted without their data count for nothing yet.
 #   The master's stream to all but ``nodes // 2`` replicas (the keepers) is cut for ``lead_s``
 #   (Raft up: it keeps office, and under `majority` commits on the keepers alone), then every
@@ -126,7 +127,7 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   the last of them (its SyncRequest naming its log end arrived), ``settle_ms`` later, the
 #   master is isolated for ``hold_s``: what it committed on the keepers since the cut is on
 #   its disk alone, and the next master's sync must not count the keepers, which have not caught
-#   up, towards its majority (sync.py; World._wiped_*).
+#   up, towards its majority (sync.py; sim/rare/wiped.py).
 # * "hung": an fsync hung across two master changes, under `fsync = always` (the seed gets a
 #   journal unless pinned without one or to another policy; not with "amnesia"). The
 #   master's stream is cut for ``lead_s`` (it writes a tail nobody takes), then its next fsync
@@ -135,17 +136,16 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   fsync); then that master steps down in favour of another member (``pick``: which) and is
 #   isolated for ``hold_s``, and once the hung node holds the ack of a batch from the master
 #   after that, the fsync returns and the power of every node is cut ``cut_after_us`` later:
-#   the node may have acked nothing past what its journal holds (sim/README.md, "Disks and the
-#   journal", durability). A try has the floor (the faults that come due wait for it), and one
-#   that loses its way is followed by another while one fits (World._hung_*).
+#   the node may have acked nothing past what its journal holds (docs/simulator.md, durability). A try has the floor (the faults that come due wait for it), and one
+#   that loses its way is followed by another while one fits (sim/rare/hung.py).
 # * "replay": a member's stream connection to the master breaks in the instant a request it
 #   forwarded (a receive) reached the master, and is back ``stall_s`` later, longer than that
 #   receive's visibility timeout. Like a transport that resends what it cannot know arrived, the
 #   member first sends again its frames of the last moments, the forwarded request among them
 #   (which arrives twice, seconds apart), then what it sent meanwhile: its client's delete of
-#   what the receive returned. The master must serve the copy once (cluster/node_core.py,
-#   bug 10): run again, it takes the message anew, and the delete, holding the first receipt,
-#   deletes nothing (World._replay_*).
+#   what the receive returned. The master must serve the copy once (cluster/node_core.py): run
+#   again, it takes the message anew, and the delete, holding the first receipt, deletes nothing
+#   (sim/rare/replay.py).
 # * "relink": a divergent member's stream link lost and back while its transfer runs. The
 #   master's stream is cut (Raft up) for ``lead_s``, so it writes a tail nobody takes; then it
 #   is isolated, and once the next master serves it is healed: that master finds it divergent
@@ -154,9 +154,9 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   connected anew, while the transfer is still under way. ``settle_ms`` after that reconnection
 #   the master is isolated for ``hold_s``, so the transfer never finishes and the next master
 #   syncs with the member as the reconnection left it. A master that streamed to it on the
-#   reconnection (bug 11) had it take entries by seq onto its divergent tail. The seed keeps
+#   reconnection would have it take entries by seq onto its divergent tail. The seed keeps
 #   the whole replication log (64 MB, unless another path shrinks it) and plays early in the
-#   fault window, so that the log still starts at seq 1 (World._relink_*).
+#   fault window, so that the log still starts at seq 1 (sim/rare/relink.py).
 # * "gc": a master's event loop stalled across a vote inside its lease. As in "lease", the
 #   master's links to every follower are cut one way until a follower stands; in that instant
 #   the master gets them back (but for the extra deaf ones, ``nodes // 2 - 1`` followers that
@@ -168,7 +168,7 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   loop has stopped serving, or the lease has surely run out. The stall ends ``after_ms``
 #   after another node activates (or after ``max_s``): a master whose Raft voted at once would
 #   still count itself active then, its lease fresh, while the new master serves
-#   (World._gc_*).
+#   (sim/rare/gc.py).
 # * "comeback": a deposed master made master again over its own divergent tail, the first
 #   answer of its fetch lost. Its stream is cut (Raft up) for ``lead_s``, so it writes a tail
 #   nobody takes; then it is isolated. Once the next master's log has passed the tail's end by
@@ -178,9 +178,9 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   target, Raft's leadership transfer) and its stream comes back. Syncing, it fetches from the
 #   truth from its own last entry, inclusive, to check that entry; the answer that carries it
 #   is lost (the network's filter, once), while the answers after it arrive. Appended onto the
-#   divergent tail, they would make its log claim the truth's history over a state that is not
-#   (sim/README.md bug 4). The seed keeps the whole replication log, as "relink" does
-#   (World._comeback_*).
+#   divergent tail, they would make its log claim the truth's history over a state that is not.
+#   The seed keeps the whole replication log, as "relink" does
+#   (sim/rare/comeback.py).
 # * "turn": a transfer's last chunk built in the loop turn in which the master executed a
 #   client's operation, not yet cut into the log. A replica is down for ``down_s`` (a small
 #   log makes its catch-up a transfer, read whole in one turn: chunks of up to 200 records,
@@ -191,7 +191,7 @@ FSYNC_POLICIES = ("always", "interval", "never")
 #   take no batch past the position it names (the "handoff" path's "end" filter), and once
 #   the joiner holds the transfer the master is isolated ``settle_ms`` later: a last chunk
 #   naming a position without the operation, whose effects the read saw, leaves the joiner
-#   holding effects no member's log carries (World._turn_*).
+#   holding effects no member's log carries (sim/rare/turn.py).
 RARE_PROBABILITY = {"tail": 0.3, "chain": 0.3, "busy": 0.3, "lease": 0.3, "amnesia": 0.2, "fork": 0.3,
                     "deaf": 0.3, "race": 0.3, "handoff": 0.3, "wiped": 0.3, "hung": 0.3, "replay": 0.3,
                     "relink": 0.3, "gc": 0.3, "comeback": 0.3, "turn": 0.3}
@@ -230,7 +230,7 @@ class Scenario:
     log_limit_bytes: int             # replication log bound (small: lagging replicas need a transfer)
     chunk_records: int               # snapshot chunk size, in records (a record: a queue or <= 64 messages)
     bugs: tuple[str, ...] = ()
-    crash_policy: str = "any"        # when the nemesis may crash a node: see World._may_crash
+    crash_policy: str = "any"        # when the nemesis may crash a node: see sim/nemesis.py may_crash
     forward: bool = True             # members forward clients to the master (else: 503 and a hint)
     throttle_lag_ms: int = 5_000     # flow control's bounds (cluster/replication/master.py Limits)
     throttle_lag_batches: int = 10_000

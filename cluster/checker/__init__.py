@@ -1,5 +1,5 @@
-"""A Jepsen-style checker for elasticmq-py cluster histories (issue 6), used by the chaos tests
-and, scaled out, by the Spark analysis (issue 7).
+"""A Jepsen-style checker for elasticmq-py cluster histories, used by the chaos tests and, scaled
+out, by the Spark analysis.
 
     from cluster.checker import check_dir
     verdict = check_dir("run-42/")        # every *.jsonl under it: nodes, clients, nemesis

@@ -199,7 +199,8 @@ class Journal:
     def _roll(self, first_seq: int) -> str:
         # The segment before must be on disk, directory entry included, before the next one can
         # exist: otherwise a power cut could keep the new file and tear the old one's tail, a
-        # torn segment that is not the last, which recovery must refuse (found by the simulator).
+        # torn segment that is not the last, which recovery must refuse (the simulator's power
+        # cuts reach this; the mutant journal-roll-unsynced skips the sync).
         if self._segments:
             prev = self._segments[-1][1]
             # the space reserved past its data goes back (a truncation: durable once synced)

@@ -1,5 +1,5 @@
 """The replication log: the recent batches, kept on the master to re-send gaps and on every
-replica so that a new master can pull what it lacks (issue 5's master-change sync)."""
+replica so that a new master can pull what it lacks (the master-change sync, sync.py)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ class MasterReplicator:
         if not mutations:
             # It changed nothing, yet its answer may rest on state that is not committed: a
             # retried FIFO send that the dedup id turns into a no-op answers "ok" with a message
-            # only this master may hold (found by the simulator, issue 7). So it completes once
+            # only this master may hold (the simulator plays it). So it completes once
             # everything before it meets its policy.
             if policy is AckPolicy.NONE:
                 return [Complete((op_id,))]

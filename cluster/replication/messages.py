@@ -91,7 +91,7 @@ class SyncStatus:
     first_seq: int       # the oldest entry still held (last_seq + 1 when none)
     # Restarted with empty memory and not yet brought up to date by a serving master: whatever
     # this member acknowledged before the restart is gone, so its answer must not count towards
-    # a sync quorum (sync.py; sim/README.md bug 1).
+    # a sync quorum (sync.py).
     amnesiac: bool = False
 
 

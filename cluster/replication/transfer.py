@@ -14,7 +14,7 @@ Why the tail belongs to the transfer, not to the stream that follows it: a joine
 fuzzy records with its log at ``at_seq`` would hold effects of entries it does not have. Were
 the master to fail before streaming them, the next master's sync would take that log position
 for a clean prefix of a history that may have dropped those entries, and the joiner would stay
-diverged for good (issue 19's simulator found it: seed 63 of the ``held-ack-unclamped`` run).
+diverged for good (the simulator plays it: seed 63 with the mutant ``held-ack-unclamped``).
 Operations the master executed but has not yet cut into the log are the same hazard, so the
 sender has them cut (``cut_staged``) before it fixes the last chunk's position.
 

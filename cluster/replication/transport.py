@@ -260,8 +260,8 @@ class StreamTransport:
         # ZMTP pings close half-open TCP connections, so libzmq reconnects instead of waiting on a
         # connection a cut proxy left behind; our own heartbeats still decide liveness. The pong
         # queues behind whatever data is in flight, so the timeout must exceed the time a slow
-        # link needs to drain a transfer window (tests/chaos/FINDINGS.md B): at dead_after it
-        # closed healthy connections mid-transfer, which then started over.
+        # link needs to drain a transfer window: at dead_after it would close healthy
+        # connections mid-transfer, which would then start over (tests/chaos/zmq_heartbeat_probe.py).
         s.setsockopt(zmq.HEARTBEAT_IVL, max(1, int(self.timing.heartbeat * 1000)))
         s.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(1, int(5 * self.timing.dead_after * 1000)))
 

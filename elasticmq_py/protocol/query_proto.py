@@ -234,7 +234,7 @@ def render_error(err: SqsError, request_id: str, namespace: str,
 # (LocalStack's AWS-validated test_get_list_queues_with_query_auth, test_marker_serialization_json_protocol
 # and test_get_queue_attributes_json_format; the R package cloudyr/aws.sqs reads queueUrls):
 # lists under lower-camel names ("messages", "queueUrls"), maps as lists of {"Name", "Value"}
-# ("Attributes"). Every other member follows the same rules; README, "Semantics worth knowing".
+# ("Attributes"). Every other member follows the same rules: docs/semantics.md.
 
 def _json_value(shape: Shape, v):
     t = shape.type

@@ -1,7 +1,7 @@
 """A small TCP proxy for one directed link, run on a background asyncio loop. `cut()` drops live
 connections and refuses new ones (like Toxiproxy's enabled=false, but the port stays reserved);
-`heal()` lets connections through again. The chaos issue replaces this with the Toxiproxy-API
-server; the tests only need cut and heal."""
+`heal()` lets connections through again. The chaos tests put the Toxiproxy-API server on their
+links instead; the process tests need only cut and heal, and this costs them no server."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bench.replication_bench import _loop_sleeps
+from bench.process_cpu import loop_sleeps
 from bench.wake_cost import _cycles, measure
 
 
@@ -33,9 +33,9 @@ def test_loop_sleeps_counts_the_main_threads_voluntary_switches():
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "slept"
-        n = _loop_sleeps(child.pid)
+        n = loop_sleeps(child.pid)
         assert n is not None and n >= 40, n
     finally:
         child.stdin.close()
         child.wait(10)
-    assert _loop_sleeps(child.pid) is None    # gone: no count rather than a stale one
+    assert loop_sleeps(child.pid) is None    # gone: no count rather than a stale one

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.chaos.scenarios import COMBOS, SCENARIOS, SHORT_SUITE, Result, run_scenario
+from tests.chaos.runner import Result, run_scenario
+from tests.chaos.scenarios import COMBOS, SCENARIOS, SHORT_SUITE
 from elasticmq_py.testing.cluster import PORT_SLOT_ENV
 
 COLUMNS = ("acked", "lost", "unexpected", "duplicated", "in_window", "lost_deletes", "recovered", "order",

@@ -1,4 +1,4 @@
-"""Every chaos scenario once, on its short schedule (issue 6's ``make test`` part).
+"""Every chaos scenario once, on its short schedule (the part ``make test`` runs).
 
 The thirteen scenarios run on seven clusters (tests/chaos/scenarios.py SHORT_SUITE): the
 partition stories of three nodes in a row on one cluster, those of five on another, kill -9 and
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.scenarios import SHORT_SUITE, run_scenario
+from tests.chaos.runner import run_scenario
+from tests.chaos.scenarios import SHORT_SUITE
 
 pytestmark = pytest.mark.slow
 

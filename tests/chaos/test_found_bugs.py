@@ -1,5 +1,5 @@
-"""Minimal reproductions of product bugs the chaos runs found (tests/chaos/FINDINGS.md), reduced
-to the sans-I/O cores, kept as regression tests once fixed."""
+"""Failures the chaos runs provoke (docs/testing.md, "Chaos tests"), reduced to the sans-I/O cores,
+so that a plain unit test guards against each."""
 
 from __future__ import annotations
 
@@ -19,15 +19,15 @@ def _messages(storage) -> set[str]:
 
 
 def test_late_duplicate_snapshot_chunks_do_not_roll_a_replica_back():
-    """Found by `python -m tests.chaos --seed 1 --runs 14 --only 5` (reset-transfer, 12,000 x 1 KB
-    messages, 813 KB/s link): n1 wrote two transfer_finished events for the same transfer
-    (at_seq 1233) 0.6 s apart; the master logged "refused a frame from n1: snapshot ack without a
-    transfer to it". The sender resends its whole unacked window after resend_after_ms; on a slow
-    link the resent copies arrive after the originals completed the transfer. The joiner then has
-    no receiver (core.receiver is None), so core._on_chunk starts a new one for the resent chunk 0,
-    and a complete resent set is taken as a second transfer: StorageReplaced with the snapshot as
-    of at_seq and the log reset to at_seq, below what it has already acked. Acknowledgements
-    counted for the `majority` policy are then backed by nothing, and a failover loses them.
+    """`python -m tests.chaos --seed 1 --runs 14 --only 5` plays this (reset-transfer, 12,000 x 1 KB
+    messages, 813 KB/s link). The sender resends its whole unacked window after resend_after_ms;
+    on a slow link the resent copies arrive after the originals completed the transfer. The
+    joiner then has no receiver (core.receiver is None); were core._on_chunk to start a new one
+    for the resent chunk 0, a complete resent set would be taken as a second transfer:
+    StorageReplaced with the snapshot as of at_seq and the log reset to at_seq, below what it has
+    already acked (two transfer_finished events for one transfer, 0.6 s apart, and the master's
+    "refused a frame from n1: snapshot ack without a transfer to it"). Acknowledgements counted
+    for the `majority` policy would then be backed by nothing, and a failover would lose them.
     The replication core remembers the transfers it took, so resent chunks of one are refused."""
     net = Cluster(("n1", "n2", "n3"), log_limit=20_000, chunk_records=50)
     net.down = {"n3"}

@@ -1,11 +1,11 @@
-"""The chaos scenarios' invariant-6 rule (tests/chaos/scenarios.py office_kept), on made-up
+"""The chaos scenarios' invariant-6 rule (tests/chaos/harness.py office_kept), on made-up
 histories: it must see an election a heal causes, and must not mistake a cut-off node catching up
 to the master's term for one."""
 
 from __future__ import annotations
 
 from tests.checker.builder import H
-from tests.chaos.scenarios import office_kept
+from tests.chaos.harness import office_kept
 
 
 def _base() -> H:

@@ -1,4 +1,4 @@
-"""A state transfer over a capped link, watched from both ends (finding B in FINDINGS.md).
+"""A state transfer over a capped link, watched from both ends (docs/testing.md, "Chaos tests").
 
     python -m tests.chaos.transfer_probe RATE_KB [MESSAGES] [BODY_BYTES]
 
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.chaos.scenarios import CHAOS_TIMING
+from tests.chaos.harness import CHAOS_TIMING
 from elasticmq_py.testing.cluster import Cluster
 from tests.cluster.workload import bulk_fill
 

@@ -1,5 +1,5 @@
 """Does libzmq's ZMTP heartbeat close a DEALER->ROUTER connection whose data is queued behind a
-bandwidth-capped link? (Finding B in tests/chaos/FINDINGS.md.)
+bandwidth-capped link? (docs/testing.md, "Chaos tests": state transfers over slow links.)
 
     python -m tests.chaos.zmq_heartbeat_probe HEARTBEAT_TIMEOUT_MS RATE_KB
 

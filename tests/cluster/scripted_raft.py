@@ -150,7 +150,6 @@ class Nodes:
             await asyncio.sleep(0.03)
 
     def commit(self, view: Any) -> None:
-        now = time.monotonic()
         for n in self.running():
             asyncio.get_running_loop().call_soon(self.rafts[n].events.view_committed, view)
 

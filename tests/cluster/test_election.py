@@ -302,9 +302,9 @@ def test_a_node_ahead_of_the_leader_says_so_and_the_leader_adopts_its_term_behin
 
 def test_a_term_ahead_that_arrives_while_a_vote_request_is_fenced_waits_behind_it():
     # A leadership transfer: the candidate's vote request reaches the leader (fenced), then the
-    # candidate's TermAhead, answering the leader's heartbeat. A second fence used to replace the
-    # first and drop the vote request: the leader adopted the term without voting, and the
-    # candidate, whose other voter's guard ignored it, lost (test_processes' step-down).
+    # candidate's TermAhead, answering the leader's heartbeat. A second fence must not replace the
+    # first and drop the vote request: the leader would adopt the term without voting, and the
+    # candidate, whose other voter's guard ignored it, would lose (test_processes' step-down).
     e = core(now=0.0)
     leading = RaftState(3, LEADER, "a", 10, 3, PEERS)
     vote = {"type": "request_vote", "term": 4}

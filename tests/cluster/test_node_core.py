@@ -19,10 +19,11 @@ from storage.commands import (
 from cluster.config import Timing
 from cluster.errors import MasterChanged, NotServing, Throttled
 from cluster.membership import FOLLOWER, LEADER, ProposeView, RaftSample, Record
-from cluster.node_core import (
-    POLICY_TAG, Answer, CoreSettings, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local,
-    MayStand, NodeCore, Refuse, ServeForwarded, ServingChanged, ToRaft, TransferLeadership, Warn,
+from cluster.node_actions import (
+    Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Refuse, ServeForwarded,
+    ServingChanged, ToRaft, TransferLeadership, Warn,
 )
+from cluster.node_core import POLICY_TAG, CoreSettings, NodeCore
 from cluster.replication.core import TransferSettings
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send
@@ -414,9 +415,8 @@ def test_a_command_that_fails_after_changing_the_state_still_replicates_the_chan
 
 
 def test_an_operation_that_changes_nothing_waits_for_what_came_before_it():
-    # sim/README.md bug 2: a FIFO send retried with the same dedup id is a no-op whose answer
-    # names a message that only the master may hold; it is answered once that message is
-    # acknowledged, never before.
+    # A FIFO send retried with the same dedup id is a no-op whose answer names a message that only
+    # the master may hold; it is answered once that message is acknowledged, never before.
     c = Cores()
     c.serving("n1")
     c.execute("n1", CreateQueue(NS, "q.fifo", {"FifoQueue": "true"}))

@@ -15,10 +15,11 @@ from storage import Storage
 from storage.codec import decode_many
 from storage.commands import CreateQueue, SendMessage
 
+from cluster.compaction import Snapshot
 from cluster.errors import NotServing, NotStored
-from cluster.node_core import FlushDue, MayStand, Persist, PersistReset, Send, Snapshot, TransferLeadership
+from cluster.node_actions import FlushDue, MayStand, Persist, PersistReset, TransferLeadership
 from cluster.replication.master import Limits
-from cluster.replication.messages import Ack, AckPolicy, Batch
+from cluster.replication.messages import Ack, AckPolicy, Batch, Send
 
 from tests.cluster.test_node_core import NS, Cores
 

@@ -13,7 +13,8 @@ from storage.commands import CreateQueue, Namespace, SendMessage, SendMessageBat
 from storage.commands import SendMessageBatchEntry as Entry
 
 from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
-from cluster.node_core import POLICY_TAG, FlushDue, ForwardTo, Local, Refuse
+from cluster.node_actions import FlushDue, ForwardTo, Local, Refuse
+from cluster.node_core import POLICY_TAG
 from cluster.replicated import ReplicatedStorage
 from cluster.replication.messages import Ack
 
@@ -322,7 +323,7 @@ async def _assert_the_replica_acks_at_event_ends(c: Nodes) -> None:
 @run
 async def test_a_replica_acks_in_the_loop_turn_that_delivered_the_batch():
     # The ack leaves when the drain that delivered the batch ends, not from a flush a loop turn
-    # later: that turn per batch was a measurable share of a replica's CPU (issue 18).
+    # later: that turn per batch is a measurable share of a replica's CPU.
     await _assert_the_replica_acks_at_event_ends(Nodes(policy="all"))   # every batch waits for n2
 
 
@@ -358,7 +359,7 @@ def test_answers_reach_their_callbacks_translated_and_changes_wake_long_polls_on
     and long polls are woken once for the lot, and only if something changed."""
     from storage.clock import ManualClock
     from cluster.config import NodeConfig
-    from cluster.node_core import Answer
+    from cluster.node_actions import Answer
     from tests.cluster.scripted_raft import ScriptedRaft, cluster_config
 
     woken: list[int] = []

@@ -198,7 +198,7 @@ def _fill(url: str, queue: str, count: int, threads: int = 4) -> None:
                 if r.status == 200:
                     break
                 time.sleep(0.1)
-            # AWS leaves "Failed" out when no entry failed (issue 14 item 21)
+            # AWS leaves "Failed" out when no entry failed
             assert r.status == 200 and not json.loads(data).get("Failed"), data[:300]
         conn.close()
 

@@ -8,7 +8,7 @@ from storage.commands import CreateQueue, GetQueueUrl, Namespace, ReceiveMessage
 
 from cluster.compaction import Snapshot
 from cluster.errors import NotServing, NotStored
-from cluster.node_core import Answer, FlushDue, Persist
+from cluster.node_actions import Answer, FlushDue, Persist
 from cluster.replication.log import ReplicationLog
 from cluster.standalone import StandaloneCore
 

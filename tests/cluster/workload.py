@@ -284,7 +284,7 @@ def bulk_fill(url: str, queue: str, count: int, body_size: int = 100, threads: i
                     conn.request("POST", "/", json.dumps({**body_of, "Entries": entries}), headers)
                     r = conn.getresponse()
                     data = r.read()
-                    # AWS leaves "Failed" out when no entry failed (issue 14 item 21)
+                    # AWS leaves "Failed" out when no entry failed
                     if r.status == 200 and not json.loads(data).get("Failed"):
                         break
                     time.sleep(0.1)

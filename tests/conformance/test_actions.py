@@ -87,7 +87,7 @@ def test_get_queue_attributes_all(e):
 
 
 def test_kms_attributes_come_and_go_with_the_key(e):
-    # LocalStack snapshot test_set_queue_attributes_default_values (issue 14 item 12)
+    # LocalStack snapshot test_set_queue_attributes_default_values
     url = e.queue()
     e.client.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": "testKeyId",
                                                             "KmsDataKeyReusePeriodSeconds": "6000"})
@@ -100,7 +100,7 @@ def test_kms_attributes_come_and_go_with_the_key(e):
 
 
 def test_set_fifo_queue_true_on_a_fifo_queue_is_accepted(e):
-    # LocalStack test_set_unsupported_attribute_fifo (aws.validated; issue 14 item 9)
+    # LocalStack test_set_unsupported_attribute_fifo (aws.validated)
     url = e.fifo()
     assert keys(e.client.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "true"})) == set()
 
@@ -143,7 +143,7 @@ def test_tags(e):
 
 
 def test_permissions(e):
-    # LocalStack snapshot test_sqs_permission_lifecycle (issue 14 item 16)
+    # LocalStack snapshot test_sqs_permission_lifecycle
     url = e.queue()
     arn = e.arn(url)
     account = arn.split(":")[4]
@@ -236,7 +236,7 @@ def test_system_attribute_filters(e, protocol):
 
 
 def test_unicode_attribute_names(e):
-    # LocalStack test_send_message_with_invalid_string_attributes (aws.validated; issue 14 item 10)
+    # LocalStack test_send_message_with_invalid_string_attributes (aws.validated)
     url = e.queue()
     attributes = {"attr.1øßä": {"StringValue": "Valida", "DataType": "String"}}
     e.client.send_message(QueueUrl=url, MessageBody="test", MessageAttributes=attributes)
@@ -245,7 +245,7 @@ def test_unicode_attribute_names(e):
 
 
 def test_trace_header_becomes_aws_trace_header(e):
-    # LocalStack snapshot test_aws_trace_header_propagation (issue 14 item 8)
+    # LocalStack snapshot test_aws_trace_header_propagation
     header = "Root=1-3152b799-8954dae64eda91bc9a23a7e8;Parent=7fa8c0f79203be72;Sampled=1"
 
     def add_header(request, **_):
@@ -277,7 +277,7 @@ def test_system_attribute_md5(e):
 
 def test_batches_leave_out_empty_lists(e):
     # LocalStack snapshot test_send_message_batch_with_oversized_contents_with_updated_maximum_message_size:
-    # no Failed member when nothing failed (issue 14 item 21)
+    # no Failed member when nothing failed
     url = e.queue()
     sent = e.client.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "message-0"},
                                                               {"Id": "2", "MessageBody": "message-1"}])
@@ -315,7 +315,7 @@ def test_batch_entry_failures(e):
 def test_change_visibility_of_a_message_not_in_flight(e):
     # LocalStack snapshot test_change_message_visibility_after_visibility_timeout_expiration (200);
     # JustEat ChangeMessageVisibilityAsync_MessageNotInFlight, verified against AWS (the message
-    # stays visible) (issue 14 item 2). Timeout 0 stands for a timeout that ran out.
+    # stays visible). Timeout 0 stands for a timeout that ran out.
     url = e.queue()
     handle = e.received(url, "test", visibility_timeout=0)["ReceiptHandle"]
     assert keys(e.client.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=30)) == set()
@@ -324,7 +324,7 @@ def test_change_visibility_of_a_message_not_in_flight(e):
 
 @pytest.mark.parametrize("batch", [False, True], ids=["single", "batch"])
 def test_change_visibility_through_a_superseded_handle(e, batch):
-    # LocalStack test_terminate_visibility_timeout_after_receive (aws.validated; issue 14 item 3)
+    # LocalStack test_terminate_visibility_timeout_after_receive (aws.validated)
     url = e.queue()
     first = e.received(url, "test", visibility_timeout=0)["ReceiptHandle"]
     (again,) = e.client.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
@@ -351,7 +351,7 @@ def test_delete_with_an_expired_handle_deletes_from_a_standard_queue(e):
 
 def test_fifo_send_and_receive_attributes(e):
     # LocalStack snapshot test_fifo_message_attributes; SequenceNumber: "the large, non-consecutive
-    # number" (SendMessage API reference, whose example is 18849496460467696128; issue 14 item 12)
+    # number" (SendMessage API reference, whose example is 18849496460467696128)
     url = e.fifo(ContentBasedDeduplication="true", VisibilityTimeout="0")
     sent = e.client.send_message(QueueUrl=url, MessageBody="message-body-1", MessageGroupId="group-1",
                                  MessageDeduplicationId="dedup-1")
@@ -371,7 +371,7 @@ def test_fifo_send_and_receive_attributes(e):
 
 
 def test_fifo_delay_zero_is_accepted_and_the_queue_delay_applies(e):
-    # LocalStack snapshot test_fifo_queue_send_message_with_zero_delay_defaults_to_queue_delay (issue 14 item 1)
+    # LocalStack snapshot test_fifo_queue_send_message_with_zero_delay_defaults_to_queue_delay
     url = e.fifo(ContentBasedDeduplication="true", DelaySeconds="2")
     e.client.send_message(QueueUrl=url, MessageBody="message-1", MessageGroupId="1", DelaySeconds=0)
     batch = e.client.send_message_batch(QueueUrl=url, Entries=[
@@ -383,7 +383,7 @@ def test_fifo_delay_zero_is_accepted_and_the_queue_delay_applies(e):
 
 
 def test_fifo_groups_queue_up_behind_those_never_received(e):
-    # LocalStack test_fifo_receive_message_with_zero_visibility_timeout (aws.validated; issue 14 item 4)
+    # LocalStack test_fifo_receive_message_with_zero_visibility_timeout (aws.validated)
     url = e.fifo(ContentBasedDeduplication="true")
     for body, group in (("g1-m1", "group-1"), ("g2-m1", "group-2"), ("g2-m2", "group-2"), ("g3-m1", "group-3"),
                         ("g1-m2", "group-1")):
@@ -394,8 +394,8 @@ def test_fifo_groups_queue_up_behind_those_never_received(e):
 
 
 def test_fifo_head_made_visible_is_received_with_other_groups(e):
-    # LocalStack test_fifo_message_group_visibility_after_terminate_visibility_timeout (aws.validated;
-    # issue 14 item 4)
+    # LocalStack test_fifo_message_group_visibility_after_terminate_visibility_timeout
+    # (aws.validated)
     url = e.fifo(ContentBasedDeduplication="true")
     for body, group in (("g1-m1", "group-1"), ("g1-m2", "group-1"), ("g2-m1", "group-2")):
         e.client.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
@@ -408,7 +408,7 @@ def test_fifo_head_made_visible_is_received_with_other_groups(e):
 @pytest.mark.parametrize("held,expected", [(0, []), (1, ["foo"]), (2, ["foo", "bar"])])
 def test_fifo_a_message_in_flight_hides_the_rest_of_its_group(e, held, expected):
     # LocalStack snapshot test_fifo_group_visibility_extends_with_change_message_visibility: the
-    # message kept in flight and all after it in its group stay hidden (issue 14 item 4). AWS's run
+    # message kept in flight and all after it in its group stay hidden. AWS's run
     # let the others' timeouts run out; here a change to 0 makes them visible.
     url = e.fifo()
     for body in ("foo", "bar", "baz"):
@@ -423,7 +423,7 @@ def test_fifo_a_message_in_flight_hides_the_rest_of_its_group(e, held, expected)
 
 def test_fifo_deduplication_and_purge(e):
     # LocalStack test_fifo_deduplication_arrives_once_after_delete (snapshot) and
-    # test_purge_queue_clears_fifo_deduplication_cache (aws.validated; issue 14 item 5)
+    # test_purge_queue_clears_fifo_deduplication_cache (aws.validated)
     url = e.fifo()
     first = e.client.send_message(QueueUrl=url, MessageBody="message-1", MessageGroupId="g", MessageDeduplicationId="d")
     again = e.client.send_message(QueueUrl=url, MessageBody="message-1", MessageGroupId="g", MessageDeduplicationId="d")
@@ -437,7 +437,7 @@ def test_fifo_deduplication_and_purge(e):
 def test_fifo_deduplication_keeps_its_creation_scope(e, created, switched):
     # LocalStack snapshots test_fifo_change_to_high_throughput_after_creation and
     # test_fifo_change_to_regular_throughput_after_creation: the attribute changes, deduplication
-    # does not. (Issue 14 item 6 asks the opposite; AWS's recorded answers are followed.)
+    # does not.
     url = e.fifo(DeduplicationScope=created)
     limit = "perMessageGroupId" if switched == "messageGroup" else "perQueue"
     e.client.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": switched, "FifoThroughputLimit": limit})
@@ -472,7 +472,7 @@ def test_fifo_counts_a_blocked_group_as_visible(e):
 # --- dead-letter queues and move tasks ---------------------------------------------------------
 
 def test_dead_lettered_message_keeps_its_receive_count(e):
-    # LocalStack snapshot test_dead_letter_queue_message_attributes (issue 14 item 7)
+    # LocalStack snapshot test_dead_letter_queue_message_attributes
     url, dlq = e.with_dlq(max_receive_count=1)
     trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
     e.client.send_message(QueueUrl=url, MessageBody="message-1",

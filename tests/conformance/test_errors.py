@@ -74,7 +74,7 @@ CASES = [
     Case("queue-url-that-names-no-queue",
          lambda e: e.client.get_queue_attributes(QueueUrl="http://whatever-incorrect-queue-address"),
          400, NON_EXISTENT, NO_QUEUE,
-         src.unknown("moto's test_get_nonexistent_queue (a reimplementation, not a recording); issue 14 item 13")),
+         src.unknown("moto's test_get_nonexistent_queue (a reimplementation, not a recording)")),
     Case("queue-url-that-is-no-address", lambda e: e.client.get_queue_attributes(QueueUrl="a b"),
          400, "InvalidAddress", "The address a b is not valid for this endpoint.",
          src.unknown("InvalidAddress is a modelled error of every queue action; its wording is ours")),
@@ -185,7 +185,7 @@ CASES = [
          lambda e: add_permission(e, e.queue(), actions=("Foo",)),
          400, IPV, "Value SQS:Foo for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL "
                    "for a list of valid actions.",
-         src.unknown("issue 14 item 16; Eucalyptus and moto answer so; no AWS recording found")),
+         src.unknown("Eucalyptus and moto answer so; no AWS recording found")),
     Case("add-permission-owner-only-action",
          lambda e: add_permission(e, e.queue(), actions=("CreateQueue",)),
          400, IPV, "Value SQS:CreateQueue for parameter ActionName is invalid. Reason: Only the queue owner is "
@@ -207,7 +207,7 @@ CASES = [
          400, "InvalidMessageContents",
          f"Invalid binary character '#xFFFF' was found in the message body, the set of allowed characters is {ALLOWED}.",
          src.issue("a production rejection quoted verbatim in a public project's test (\"The exact rejection SQS "
-                   "returned\"), found with the search tool"),
+                   "returned\")"),
          also=(src.validated("test_send_message_with_invalid_payload_characters (the code)"),)),
     Case("send-too-large", lambda e: e.client.send_message(QueueUrl=e.queue(MaximumMessageSize="1024"),
                                                            MessageBody="a" * 1018,
@@ -366,8 +366,9 @@ CASES = [
              QueueUrl=(url := e.queue()), ReceiptHandle=_deleted_handle(e, url), VisibilityTimeout=42),
          400, IPV, None,
          src.validated("test_change_visibility_on_deleted_message_raises_invalid_parameter_value")),
-    # FIFO, a handle not current or a message not in flight: the recordings (items 2 and 3 of
-    # issue 14) are of standard queues; on FIFO we keep the handles strict, as FIFO's DeleteMessage is.
+    # FIFO, a handle not current or a message not in flight: AWS's recordings of these (a change
+    # of a message not in flight, a change by a superseded handle) are of standard queues; on FIFO
+    # we keep the handles strict, as FIFO's DeleteMessage is.
     Case("fifo-change-visibility-not-in-flight",
          lambda e: e.client.change_message_visibility(
              QueueUrl=(url := e.fifo(ContentBasedDeduplication="true")),

@@ -40,7 +40,7 @@ def xml_error(body: bytes) -> tuple[str, str, str]:
 def test_get_without_an_action_is_unknown_operation(server, region, sqs):
     # LocalStack test_get_without_query_returns_unknown_operation and
     # test_get_without_query_json_format_returns_returns_xml; the bare element as the LocalStack
-    # docs quote AWS ("AWS ... returns a <UnknownOperationException/>") (issue 14 item 20)
+    # docs quote AWS ("AWS ... returns a <UnknownOperationException/>")
     path = path_of(sqs.create_queue(QueueName="q")["QueueUrl"])
     for headers in ({}, {"Accept": "application/json"}):
         status, _, body = query_get(server, region, {}, path, headers)
@@ -49,7 +49,7 @@ def test_get_without_an_action_is_unknown_operation(server, region, sqs):
 
 @pytest.mark.parametrize("action", ["CreateQueue", "ListQueues"])
 def test_queueless_actions_at_a_queue_url_are_invalid(server, region, sqs, action):
-    # LocalStack test_get_create_queue_fails and test_get_list_queues_fails (issue 14 item 20)
+    # LocalStack test_get_create_queue_fails and test_get_list_queues_fails
     path = path_of(sqs.create_queue(QueueName="q")["QueueUrl"])
     status, _, body = query_get(server, region, {"Action": action, "QueueName": "other"}, path)
     assert status == 400
@@ -74,7 +74,7 @@ def test_missing_member(server, region, sqs):
 
 def test_get_send_receive_and_delete_at_the_queue_url(server, region, sqs):
     # LocalStack test_get_send_and_receive_messages, test_get_queue_attributes_all,
-    # test_get_queue_attributes_with_query_args, test_get_delete_queue (issue 14 item 20)
+    # test_get_queue_attributes_with_query_args, test_get_delete_queue
     path1 = path_of(q1 := sqs.create_queue(QueueName="q1")["QueueUrl"])
     path2 = path_of(sqs.create_queue(QueueName="q2")["QueueUrl"])
     assert query_get(server, region, {"Action": "SendMessage", "MessageBody": "foobar"}, path1)[0] == 200
@@ -96,7 +96,7 @@ def test_get_send_receive_and_delete_at_the_queue_url(server, region, sqs):
     assert status == 200 and f"<QueueUrl>{server.url}{path2}</QueueUrl>".encode() in body
     status, _, body = query_get(server, region, {"Action": "DeleteQueue"}, path1)
     assert status == 200 and body.startswith(f'<?xml version="1.0"?><DeleteQueueResponse xmlns="{NS}">'.encode())
-    # test_get_on_deleted_queue_fails (issue 14 item 18)
+    # LocalStack test_get_on_deleted_queue_fails
     status, _, body = query_get(server, region, {"Action": "GetQueueAttributes", "AttributeName.1": "QueueArn"}, path1)
     assert status == 400
     assert xml_error(body) == ("Sender", "AWS.SimpleQueueService.NonExistentQueue",
@@ -104,8 +104,8 @@ def test_get_send_receive_and_delete_at_the_queue_url(server, region, sqs):
 
 
 def test_query_answers_json_when_asked(server, region, sqs):
-    # LocalStack test_get_list_queues_with_query_auth and test_marker_serialization_json_protocol
-    # (issue 14 item 20); the R client cloudyr/aws.sqs reads ListQueuesResult.queueUrls
+    # LocalStack test_get_list_queues_with_query_auth and test_marker_serialization_json_protocol;
+    # the R client cloudyr/aws.sqs reads ListQueuesResult.queueUrls
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
     body = '{"foo": "ba\rr", "foo2": "ba&quot;r&quot;"}'
     sqs.send_message(QueueUrl=url, MessageBody=body)
@@ -132,7 +132,7 @@ def test_query_answers_json_when_asked(server, region, sqs):
 
 def test_tag_queue_takes_flattened_tags(server, region, sqs):
     # botocore 1.29's Query model: TagQueue's Tags is the flattened map "Tag" (Tag.N.Key,
-    # Tag.N.Value) (issue 14 item 19)
+    # Tag.N.Value)
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
     status, _, body = query_post(server, region, {"Action": "TagQueue", "QueueUrl": url, "Tag.1.Key": "team",
                                                   "Tag.1.Value": "a", "Tag.2.Key": "env", "Tag.2.Value": ""})
@@ -203,7 +203,7 @@ print(json.dumps(out))
 
 
 def test_unmodified_botocore_1_29(server, region, old_botocore, tmp_path):
-    # The Query protocol as the last Query botocore speaks it (issue 14 items 1, 18, 19, 21)
+    # The Query protocol as the last Query botocore speaks it
     script = tmp_path / "old_client.py"
     script.write_text(SCRIPT)
     r = run_with(old_botocore, [sys.executable, str(script), server.url, region])

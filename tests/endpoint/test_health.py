@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from cluster.node_core import LOCAL, ForwardTo, Refuse
+from cluster.node_actions import LOCAL, ForwardTo, Refuse
 from elasticmq_py.health import Role, Serves, from_route
 from elasticmq_py.server import Server
 

@@ -120,7 +120,7 @@ def test_queue_url_forms(url, expected):
     ("a b", "InvalidAddress"),
     ("a/b/c", "InvalidAddress"),
     ("http://[::1/q", "InvalidAddress"),
-    # a URL that names no queue: a queue that does not exist (issue 14, as moto's tests have it)
+    # a URL that names no queue: a queue that does not exist (as moto's tests have it)
     ("http://whatever-incorrect-queue-address", "AWS.SimpleQueueService.NonExistentQueue"),
     ("http://localhost:9324/", "AWS.SimpleQueueService.NonExistentQueue"),
     ("http://h/a/b/c", "AWS.SimpleQueueService.NonExistentQueue"),

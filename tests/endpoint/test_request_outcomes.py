@@ -8,7 +8,7 @@ from storage.commands import CreateQueue, Namespace
 from storage.errors import INTERNAL_ERROR
 
 from cluster.clock import SystemClock
-from cluster.node_core import Refuse
+from cluster.node_actions import Refuse
 from elasticmq_py.backend import LocalBackend
 from elasticmq_py.endpoint import Endpoint
 from elasticmq_py.protocol.wire import HttpRequest

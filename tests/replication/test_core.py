@@ -261,9 +261,10 @@ def test_a_restarted_replica_keeps_its_transfer_when_the_view_arrives_late():
 
 
 def test_a_member_restarted_empty_does_not_count_in_the_sync_quorum():
-    # Bug 1 of the simulator (sim/README.md): "kept" is acknowledged by the majority {n1, n2}
-    # while n3 is cut off. n1 then restarts empty and n2 goes away: n3 and the empty n1 are a
-    # majority of members, but neither holds "kept". n3 must not serve before n2 answers.
+    # A member restarted empty must not count in majorities: "kept" is acknowledged by the
+    # majority {n1, n2} while n3 is cut off. n1 then restarts empty and n2 goes away: n3 and the
+    # empty n1 are a majority of members, but neither holds "kept". n3 must not serve before n2
+    # answers.
     net = _serving_with_queue()
     net.down = {"n3"}
     net.execute("n1", SendMessage(NS.key("q"), "kept"), 2)

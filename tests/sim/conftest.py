@@ -1,4 +1,4 @@
-"""One SparkSession per test process (starting one costs ~10 s), local[2] as the issue asks."""
+"""One SparkSession per test process (starting one costs ~10 s), on local[2]."""
 
 from __future__ import annotations
 

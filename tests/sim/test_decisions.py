@@ -17,10 +17,8 @@ from sim.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
 # short seeds that reach many points (18 with a differing alternative): two 3-node journaled
-# ones, under none and under all; any change to the cores' timing may move a seed off a point,
-# and then other seeds are picked (8 left sync.divergent once it played the `hung` rare path,
-# and replica.epoch_fence once it played `comeback`; 3 left both when the `hung` path's tries
-# got the floor and the heir; 6 plays none)
+# ones, under none and under all; any change to the cores' timing, or to the rare paths a seed
+# plays, may move a seed off a point, and then other seeds are picked (6 plays no rare path)
 SEEDS = (0, 5)
 DURATION = 20.0
 
@@ -113,7 +111,7 @@ def test_the_table_lists_every_point_and_flags_the_rare_ones():
 
 def test_the_amnesia_rare_path_reaches_a_snapshot_asked_of_an_amnesiac_member_with_a_journal():
     # power cuts under a lax fsync: every member restarts amnesiac with its journal, and a master
-    # behind the most advanced one's journal asks it for its snapshot (sim/README.md bug 9)
+    # behind the most advanced one's journal asks it for its snapshot, which it must not refuse
     sc = generate(6, nodes=None, policy=None, duration=30.0, rare=("amnesia",))
     assert sc.journal and sc.fsync in ("interval", "never") and any(f.kind == "crash_all" for f in sc.faults)
     r = simulate(sc)

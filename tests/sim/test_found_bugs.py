@@ -1,4 +1,4 @@
-"""What the simulator found in the protocol code (sim/README.md, "Known bugs found").
+"""What the simulator found in the protocol code (docs/simulator.md lists each bug found).
 
 A seed's scenario is pinned to the rare paths it drew when it found its bug (``rare=``): paths
 added since draw from their own generators, but whether a seed plays them is drawn anew, and
@@ -22,7 +22,7 @@ def _completed(actions) -> set[int]:
 
 
 def test_an_operation_without_mutations_waits_for_what_came_before_it():
-    """Bug 2 (fixed): a FIFO send retried with the same dedup id is a no-op whose answer names a
+    """A FIFO send retried with the same dedup id is a no-op whose answer names a
     message that only the master may hold; it must not be acknowledged before that message is."""
     ns = Namespace()
     s = Storage(ManualClock(), IdSource(1))
@@ -43,9 +43,9 @@ def test_an_operation_without_mutations_waits_for_what_came_before_it():
 
 
 def test_a_restarted_empty_member_does_not_split_the_views():
-    """Bug 1 (fixed): a member restarted with empty memory voted, with an empty Raft log, for a
-    candidate that lacked a committed view, and counted in the new master's sync quorum without
-    holding what it had acknowledged. Raft state is durable now (sim/raft.py Durable, the
+    """A member restarted with empty memory that voted, with an empty Raft log, for a candidate
+    lacking a committed view, and counted in the new master's sync quorum without holding what
+    it had acknowledged, would split the views. Raft state is durable (sim/raft.py Durable, the
     product's state-dir) and an amnesiac member counts in no sync quorum until caught up."""
     r = simulate(generate(83, duration=20.0, crash_policy="any", rare=("busy", "lease")))
     assert r.ok, r.failures
@@ -76,31 +76,31 @@ def test_a_restarted_raft_member_keeps_its_term_vote_and_log():
 
 
 def test_a_lost_fetch_answer_does_not_graft_entries_onto_a_divergent_tail():
-    """Bug 4 (fixed): a syncing master fetches from its own last entry (inclusive) to prove it
-    is on the truth's history. When that answer was lost and the next one arrived first, the
-    retry asked from the entry after it, and entries were appended onto a deposed master's
-    divergent tail; an acknowledged send was lost (seed 990, a 30%-lossy network)."""
+    """A syncing master fetches from its own last entry (inclusive) to prove it is on the
+    truth's history. When that answer is lost and the next one arrives first, a retry that asks
+    from the entry after it appends entries onto a deposed master's divergent tail, and an
+    acknowledged send is lost (seed 990, a 30%-lossy network)."""
     r = simulate(generate(990, rare=()))
     assert r.ok, r.failures
 
 
 def test_a_truth_holder_restarted_mid_sync_is_not_taken_for_the_truth():
-    """Bug 5 (fixed): the truth holder of a master-change sync was killed and restarted empty
-    while the new master pulled its snapshot; the stale position still named it, its empty
-    state replaced the master's, again and again (16 acknowledged sends lost, no convergence;
-    seed 920). A dropped link now forgets the member's answer and the decision is made again;
-    a member that restarted empty refuses transfer requests."""
+    """The truth holder of a master-change sync is killed and restarted empty while the new
+    master pulls its snapshot; were the stale position still to name it, its empty state would
+    replace the master's, again and again (16 acknowledged sends lost, no convergence; seed
+    920). A dropped link forgets the member's answer and the decision is made again; a member
+    that restarted empty refuses transfer requests."""
     r = simulate(generate(920, rare=("lease", "tail")))
     assert r.ok, r.failures
 
 
 def test_a_snapshot_asked_for_before_the_view_arrives_is_not_dropped():
-    """Bug 6 (fixed): the new master asked the truth holder for its snapshot, and the holder
-    began sending before membership delivered the view naming that master; installing the view
-    dropped the transfer. Its first chunk had been lost (10% frame loss), nobody resent it, and
-    the master never served: no convergence after the faults (seed 26490, 3 nodes, policy
-    none). The holder now keeps a transfer to the master its new view names, and a syncing
-    master asks again when its transfer stalls."""
+    """The new master asks the truth holder for its snapshot, and the holder begins sending
+    before membership delivers the view naming that master. Were installing the view to drop
+    the transfer, with its first chunk lost (10% frame loss) nobody would resend it and the
+    master would never serve: no convergence after the faults (seed 26490, 3 nodes, policy
+    none). The holder keeps a transfer to the master its new view names, and a syncing master
+    asks again when its transfer stalls."""
     sc = generate(26490, nodes=None, policy=None, rare=("busy",))
     assert (sc.nodes, sc.policy) == (3, "none")
     r = simulate(sc)
@@ -108,21 +108,20 @@ def test_a_snapshot_asked_for_before_the_view_arrives_is_not_dropped():
 
 
 def test_a_finished_transfer_whose_acks_were_lost_completes():
-    """Bug 7 (fixed): a member restarted empty took the master's whole snapshot, but its acks
-    were lost (10% frame loss). The master resent the window; the member, which never takes a
-    finished transfer twice, answered nothing, so the master resent for ever and never streamed
-    to it: it diverged for good (seed 27331, 5 nodes, policy majority). It acks again now."""
+    """A member restarted empty takes the master's whole snapshot, but its acks are lost (10%
+    frame loss). The master resends the window; the member never takes a finished transfer
+    twice, and were it to answer nothing, the master would resend for ever and never stream to
+    it: it would diverge for good (seed 27331, 5 nodes, policy majority). It acks again."""
     sc = generate(27331, nodes=None, policy=None, rare=("busy", "tail"))
     assert (sc.nodes, sc.policy) == (5, "majority")
     r = simulate(sc)
     assert r.ok, r.failures
 
 
-# Bug 11 (sim/README.md): found by issue 19's first sweep with the rare paths.
 def test_a_replica_that_awaits_a_transfer_gets_no_batches_when_it_reconnects():
-    """MasterReplicator.replica_connected streamed from acked+1 to a replica that awaits a
-    transfer: a member holding a deposed master's divergent tail took the entries after it and
-    claimed the master's position over a divergent state. It asks for the transfer again now."""
+    """MasterReplicator.replica_connected must not stream from acked+1 to a replica that awaits
+    a transfer: a member holding a deposed master's divergent tail would take the entries after
+    it and claim the master's position over a divergent state. It asks for the transfer again."""
     log = ReplicationLog()
     master = MasterReplicator("n3", 10, ("n1", "n2", "n3"), log, policy=AckPolicy.MAJORITY)
     s = Storage(ManualClock(), IdSource(1))
@@ -166,13 +165,12 @@ def test_seed_24_a_drain_that_still_receives_does_not_give_up():
 
 
 def test_an_amnesiac_master_that_cannot_sync_hands_leadership_on_and_the_run_passes():
-    """Seed 103 as drawn before this session's scenarios (3 nodes, majority): master n2
-    restarted with empty memory into a bridge through n1 and won Raft there; its sync needed n3,
-    beyond the bridge (an amnesiac's own position counts in no quorum), so nobody served for
-    6 s while n1 and n3, healthy and holding everything, could elect nobody. It now hands
-    leadership to a member that answered intact. Later scenario and batching changes moved
-    seed 103 off that path, so this takes the first of seeds 0-39 where the rule fires (seed 6
-    when written; 5 of those 40 seeds fire it) and checks that the run passes."""
+    """A master restarted with empty memory into a bridge wins Raft there, but its sync needs a
+    member beyond the bridge (an amnesiac's own position counts in no quorum): nobody would
+    serve while the members on the other side, healthy and holding everything, could elect
+    nobody. It hands leadership to a member that answered intact. Scenario changes move seeds
+    off such a path, so this takes the first of seeds 0-39 where the rule fires and checks that
+    the run passes."""
     for seed in range(40):
         r = simulate(generate(seed, duration=60.0))
         lines = [json.loads(x) for x in r.history.splitlines()]

@@ -1,27 +1,24 @@
-"""The simulator finds one-line mutants of the cores (sim/mutants.py, issue 19).
+"""The simulator finds one-line mutants of the cores (sim/mutants.py).
 
 Each mutant is a real change of a core's source, applied to a copy of the packages in a temporary
-directory and run in a child process: the search goes from seed 0 upward and stops at the first
-failing seed (deterministic, so a mutant found early costs a few seeds), within ``BOUND``. The
-seed that found it must pass on the clean copy: the failure is the mutant's doing.
+directory and run in a child process. ``python -m sim.mutants`` searches from seed 0 upward for
+the first failing seed of each; ``FOUND_AT`` keeps what it found. Here each mutant runs at that
+seed alone, which must fail, and the clean code runs at every such seed, which must pass: together
+they prove each mutant is found within ``BOUND`` seeds and that the failure is the mutant's doing,
+without paying the search. A change that moves a finding seed fails here with the command that
+finds the new one.
 
-Not searched here: ``SLOW`` (found, but after more seeds than this suite affords) and
-``NOT_FOUND`` (no failing seed within ``BOUND``: the simulator's known blind spots, each with
-why). ``python -m sim.mutants`` runs them all; sim/README.md, "Mutants", has the measured table.
-Each of those is killed by a unit test instead (``UNIT_TESTS``), checked here on a copy of the
-tree with the mutant applied, so that every mutant fails this suite. Every mutant's text must
-still apply, those included."""
+Each mutant with no finding seed (``NOT_FOUND``: the simulator's known blind spots) is killed by
+a unit test instead (``UNIT_TESTS``), checked here on a copy of the tree with the mutant applied,
+so that every mutant fails this suite. Every mutant's text must still apply."""
 
 from __future__ import annotations
 
 import pytest
 
 from sim.mutants import (
-    BOUND, BY_NAME, DROPPED, MUTANTS, NOT_FOUND, SLOW, UNIT_TESTS, clean_failures, first_failing, run_unit_test,
-    source_of,
+    BOUND, BY_NAME, DROPPED, FOUND_AT, MUTANTS, NOT_FOUND, UNIT_TESTS, run_mutant, run_unit_test, source_of,
 )
-
-SEARCHED = [m.name for m in MUTANTS if m.name not in SLOW and m.name not in NOT_FOUND]
 
 
 @pytest.mark.parametrize("name", [m.name for m in MUTANTS])
@@ -30,28 +27,35 @@ def test_mutant_still_applies(name):
     source_of(BY_NAME[name])
 
 
-@pytest.mark.parametrize("name", SEARCHED)
-def test_mutant_is_found_within_the_bound(name):
-    m = BY_NAME[name]
-    found = first_failing(m, BOUND)
-    assert found is not None, f"{name} ({m.breaks}): no failing seed among the first {BOUND}"
-    seed, failures = found
-    clean = clean_failures(seed)   # from a copy of the same tree, run the same way
-    assert not clean, f"seed {seed} fails without {name} too: {clean}"
+@pytest.mark.parametrize("name", sorted(FOUND_AT))
+def test_mutant_is_found_at_its_seed(name):
+    m, seed = BY_NAME[name], FOUND_AT[name]
+    assert 0 <= seed < BOUND
+    [(ran, failures)] = run_mutant(m, [seed])
+    assert ran == seed
+    assert failures, (f"{name} ({m.breaks}) no longer fails at seed {seed}: find its first failing seed "
+                      f"with `python -m sim.mutants {name}` and update FOUND_AT")
+
+
+@pytest.mark.slow
+def test_the_clean_code_passes_every_finding_seed():
+    seeds = sorted(set(FOUND_AT.values()))
+    failing = {seed: failures for seed, failures in run_mutant(None, seeds, stop_at_first=False) if failures}
+    assert not failing, f"seeds that fail without any mutant, so find nothing: {failing}"
 
 
 def test_the_lists_name_mutants():
-    assert set(SLOW) <= set(BY_NAME) and set(NOT_FOUND) <= set(BY_NAME)
-    assert not set(SLOW) & set(NOT_FOUND)
+    assert set(FOUND_AT) | set(NOT_FOUND) == set(BY_NAME)
+    assert not set(FOUND_AT) & set(NOT_FOUND)
+    assert set(UNIT_TESTS) <= set(BY_NAME)
     assert not {m.name for m, _ in DROPPED} & set(BY_NAME)
-    assert len(SEARCHED) >= 10
 
 
 @pytest.mark.parametrize("name", sorted(UNIT_TESTS))
-def test_a_unit_test_kills_each_mutant_not_searched_here(name):
+def test_a_unit_test_kills_the_mutant(name):
     r = run_unit_test(BY_NAME[name], UNIT_TESTS[name])
     assert r.returncode == 1, f"{UNIT_TESTS[name]} with {name} applied: exit {r.returncode}\n{r.stdout[-2000:]}"
 
 
-def test_every_mutant_not_searched_here_has_its_unit_test():
-    assert set(SLOW) | set(NOT_FOUND) <= set(UNIT_TESTS) <= set(BY_NAME)
+def test_every_mutant_the_simulator_misses_has_its_unit_test():
+    assert set(NOT_FOUND) <= set(UNIT_TESTS)

@@ -90,7 +90,7 @@ def test_frames_for_a_restarted_node_are_not_delivered_to_its_new_incarnation():
 
 
 def test_a_links_raft_plane_is_calm_once_up_unslowed_and_its_slowed_frames_arrived():
-    # World._judge_disruption reads it: the leader's links must have been calm for a timeout
+    # sim/elections.py reads it: the leader's links must have been calm for a timeout
     w, net, _ = world_with_inboxes()
     link = net.links[("n1", "n2")]
     assert link.raft_calm_since == 0

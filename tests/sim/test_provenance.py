@@ -63,7 +63,7 @@ def test_a_log_reset_behind_what_was_seen_or_replaced_is_looked_at_again():
 
 def test_the_simulator_finds_resent_entries_relabelled_and_passes_the_same_seed_without_the_bug(monkeypatch):
     """resend-rewrites-epoch (sim/mutants.py): a master resends older entries claiming its own
-    epoch. Nothing showed it in a run's end state before this check: found at seed 0 by it."""
+    epoch. A run's end state does not show it; this check finds it at seed 0."""
     sc = generate(0, **SETTINGS)
     assert simulate(sc).ok
     m = BY_NAME["resend-rewrites-epoch"]
@@ -93,7 +93,7 @@ def test_the_simulator_finds_fetched_entries_relabelled_though_no_log_keeps_them
     """fetch-rewrites-epoch (sim/mutants.py): a member answers a syncing master's fetch with its
     entries claiming the current epoch. The syncing master then sees its own last entry with
     another epoch and takes a transfer instead (safe, a transfer too many): no log ever holds
-    the copies, which only the frame check sees. Found at seed 0 by it."""
+    the copies, which only the frame check sees (at seed 0)."""
     sc = generate(0, **SETTINGS)
     assert simulate(sc).ok
     m = BY_NAME["fetch-rewrites-epoch"]

@@ -85,8 +85,8 @@ def _failures_with(monkeypatch, sc, name: str, module, owner, function: str) -> 
 
 def test_the_simulator_finds_an_ack_held_for_the_next_fsync_and_passes_the_same_seed_without_the_bug(monkeypatch):
     """held-ack-unclamped (sim/mutants.py): a replica holds back all of an ack until all of it
-    is durable. Nothing is lost, every operation completes an fsync later: no seed within 300
-    found it before this check; found at seed 0 by it (e222f22)."""
+    is durable. Nothing is lost, every operation completes an fsync later: without the
+    wasted-work rule no seed within 300 finds it; with it, seed 0 does."""
     failures = _failures_with(monkeypatch, generate(0, **SETTINGS), "held-ack-unclamped", node_core_mod,
                               node_core_mod.NodeCore, "persisted")
     assert any(f.startswith("waste: ") and "(held for the next fsync)" in f for f in failures), failures
@@ -94,8 +94,8 @@ def test_the_simulator_finds_an_ack_held_for_the_next_fsync_and_passes_the_same_
 
 def test_the_simulator_finds_a_transfer_kept_across_a_view_change_and_passes_the_same_seed_without_the_bug(monkeypatch):
     """view-keeps-any-transfer (sim/mutants.py): a member keeps sending an older epoch's
-    snapshot to the master of a new view, whose receiver refuses every chunk. No seed within
-    300 found it before this check; found at seed 24 by it (e222f22; at 1 since ed02ddd)."""
+    snapshot to the master of a new view, whose receiver refuses every chunk. Without
+    the wasted-work rule no seed within 300 finds it; with it, seed 24 does."""
     failures = _failures_with(monkeypatch, generate(24, **SETTINGS), "view-keeps-any-transfer", core_mod,
                               core_mod.ReplicationCore, "install_view")
     assert any(f.startswith("waste: ") and "SnapshotChunk" in f for f in failures), failures
@@ -104,9 +104,8 @@ def test_the_simulator_finds_a_transfer_kept_across_a_view_change_and_passes_the
 def test_the_simulator_finds_a_newer_batch_displacing_a_journal_reports_part_at_a_pinned_60_second_seed(monkeypatch):
     """durable-part-displaced (sim/mutants.py): a new batch's ack, in the turn of a journal
     report whose part waits for the flush, takes the part's place; held for the journal, it
-    sends nothing, and the part waits for the next fsync. The product did so until the 60-second
-    sweep's seeds 129, 227 and 275 showed it (at 2d00742 none of the mutant search's 30-second
-    seeds reached the race; since the `hung` path of ed02ddd, seed 81 does: SLOW)."""
+    sends nothing, and the part waits for the next fsync. 60-second seeds 129, 227 and 275 reach
+    the race; of the mutant search's 30-second seeds, the first is FOUND_AT's."""
     sc = generate(275, nodes=None, policy=None, crash_policy="any", duration=60.0)
     failures = _failures_with(monkeypatch, sc, "durable-part-displaced", node_core_mod, node_core_mod.NodeCore,
                               "_replication")

@@ -2,109 +2,23 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import inspect
 import types
 import typing
-from collections.abc import Mapping
 
 import msgpack
 import msgspec
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import storage.codec as codec
 from storage import commands, errors, mutations, results
 from storage.codec import CodecError, FORMAT_VERSION, TAGS, decode, decode_many, encode, encode_many
-
-# Kept small so the file runs in seconds; raise them locally when hunting for something.
-EACH = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-REGISTERED = sorted(TAGS.values(), key=lambda c: codec.tag_of(c))
-ONE = bytes((FORMAT_VERSION, 0))
-MANY = bytes((FORMAT_VERSION, 1))
-
-
-def is_value_type(cls: type) -> bool:
-    """A record (a msgspec Struct: commands, mutations, results) or one of the few dataclasses
-    the codec also carries (QueueKey, ErrorKind)."""
-    return issubclass(cls, msgspec.Struct) or dataclasses.is_dataclass(cls)
-
-
-def field_names(cls: type) -> tuple[str, ...]:
-    if issubclass(cls, msgspec.Struct):
-        return cls.__struct_fields__
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
-
-
-# --- strategies, built from the type hints (independently of the codec's own walk) ---------------
-
-TEXT = st.text(max_size=12)
-INTS = st.integers(min_value=-(2**63), max_value=2**64 - 1)   # what msgpack can carry
-
-
-def for_hint(hint: typing.Any) -> st.SearchStrategy:
-    if hint is str:
-        return TEXT
-    if hint is bool:
-        return st.booleans()
-    if hint is int:
-        return INTS
-    if hint is bytes:
-        return st.binary(max_size=12)
-    if hint is type(None):
-        return st.none()
-    if isinstance(hint, type) and (is_value_type(hint) or hint is errors.SqsError):
-        return st.deferred(lambda: for_class(hint))
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union or origin is types.UnionType:
-        return st.one_of([for_hint(a) for a in args])
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return st.lists(for_hint(args[0]), max_size=3).map(tuple)
-        return st.tuples(*[for_hint(a) for a in args])
-    if origin is Mapping or origin is dict:
-        return st.dictionaries(for_hint(args[0]), for_hint(args[1]), max_size=3)
-    raise AssertionError(f"no strategy for {hint!r}")
-
-
-KNOWN_KINDS = [k for k in vars(errors).values() if isinstance(k, errors.ErrorKind)]
-
-
-@functools.cache
-def for_class(cls: type) -> st.SearchStrategy:
-    if cls is errors.SqsError:
-        kinds = st.one_of(st.sampled_from(KNOWN_KINDS), for_class(errors.ErrorKind))
-        return st.builds(errors.SqsError, kinds, TEXT)
-    hints = typing.get_type_hints(cls, vars(inspect.getmodule(cls)))
-    return st.builds(cls, **{name: for_hint(hints[name]) for name in field_names(cls)})
-
-
-ANY_REGISTERED = st.sampled_from(REGISTERED).flatmap(for_class)
-ANY_MUTATION = st.sampled_from(typing.get_args(mutations.Mutation)).flatmap(for_class)
-
-
-def same(a: typing.Any, b: typing.Any) -> bool:
-    """Equal, and of exactly the same types all the way down (tuples stay tuples, ...)."""
-    if isinstance(a, errors.SqsError):
-        return type(b) is errors.SqsError and a.kind == b.kind and a.message == b.message
-    if type(a) is not type(b):
-        # a Mapping field may be any mapping on the way in; it comes back a dict (a message's
-        # empty attribute maps: the shared read-only one)
-        if b is mutations.NO_ATTRIBUTES:
-            return isinstance(a, Mapping) and not a
-        return isinstance(a, Mapping) and type(b) is dict and same(dict(a), b)
-    if is_value_type(type(a)):
-        return all(same(getattr(a, n), getattr(b, n)) for n in field_names(type(a)))
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(map(same, a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
-    return a == b
+from tests.storage.codec_values import (
+    ANY_MUTATION, ANY_REGISTERED, EACH, FAST, FUZZ, MANY, ONE, REGISTERED, TAG_VALUES, WIRE_VALUES, for_class,
+    frame, is_value_type, message_record, same,
+)
 
 
 # --- the registry -----------------------------------------------------------------------------
@@ -165,18 +79,6 @@ def test_released_tags_never_change():
             assert TAGS[tag].__name__ == name, f"tag {tag} was {name}, is now {TAGS[tag].__name__}"
 
 
-def _record(**changes) -> mutations.MessageRecord:
-    values = dict(
-        message_id="2b1c6d2e-4f1a-4c5e-9d3b-7a8f0e1d2c3b", serial=42, body="x" * 100,
-        attributes={}, system_attributes={}, md5_of_body="d41d8cd98f00b204e9800998ecf8427e",
-        md5_of_attributes=None, md5_of_system_attributes=None, sent_ms=1_700_000_000_000,
-        sender_id="000000000000", group_id=None, deduplication_id=None, sequence_number=None,
-        dlq_source_arn=None, version=1, receipt=None, visible_ms=1_700_000_000_000,
-        receive_count=0, first_receive_ms=0, last_receive_ms=0)
-    values.update(changes)
-    return mutations.MessageRecord(**values)
-
-
 def test_golden_bytes():
     """The wire form itself is pinned: a change here breaks mixed-version clusters."""
     key = commands.QueueKey("us-east-1", "000000000000", "q")
@@ -185,113 +87,11 @@ def test_golden_bytes():
     assert encode(None) == ONE + b"\xc0"
     assert encode_many([None, commands.Tick(7)]) == MANY + b"\x92\xc0\x92\x4a\x07"
     # objects are [tag, fields in declaration order...], nested objects likewise
-    rec = _record(attributes={"a": commands.MessageAttributeValue("String", "v")})
+    rec = message_record(attributes={"a": commands.MessageAttributeValue("String", "v")})
     value = msgpack.unpackb(encode(mutations.MessageAdded(7, rec))[2:])
     assert value[:2] == [25, 7]
     assert value[2][:4] == [16, rec.message_id, rec.serial, rec.body]
     assert value[2][4] == {"a": [3, "String", "v", None, None, None]}
-
-
-# --- the columnar layout of snapshot groups -----------------------------------------------------
-
-def _group(*records: mutations.MessageRecord, qid: int = 7) -> mutations.MessagesRestored:
-    return mutations.MessagesRestored(qid, tuple(records))
-
-
-def test_columnar_tags_are_their_own():
-    assert dict(codec.COLUMNAR_TAGS) == {35: mutations.MessagesRestored}
-    assert not codec.COLUMNAR_TAGS.keys() & (TAGS.keys() | codec.RETIRED_TAGS)
-    assert codec.tag_of(mutations.MessagesRestored) == 34     # its row tag, still decoded
-
-
-def test_columnar_golden_bytes():
-    """A group goes column by column; a column whose values are all equal goes as one value."""
-    a, b = _record(), _record(message_id="m-2", serial=43, sent_ms=1_700_000_000_001)
-    value = msgpack.unpackb(encode(_group(a, b))[2:])
-    assert value[:3] == [35, 7, 2]
-    columns = dict(zip(field_names(mutations.MessageRecord), value[3:]))
-    assert columns["message_id"] == [a.message_id, "m-2"]
-    assert columns["serial"] == [42, 43]
-    assert columns["sent_ms"] == [1_700_000_000_000, 1_700_000_000_001]
-    assert columns["body"] == ["x" * 100]
-    assert columns["attributes"] == [{}]
-    assert columns["receipt"] == [None]
-    assert len(value) == 3 + len(columns) == 3 + 20
-    # one record: every column is one value, which is also n values
-    assert msgpack.unpackb(encode(_group(a))[2:])[3] == [a.message_id]
-    assert msgpack.unpackb(encode(_group())[2:]) == [35, 7, 0] + [[]] * 20
-
-
-def test_columnar_round_trip_keeps_types_and_values():
-    attr = {"a": commands.MessageAttributeValue("String", "v")}
-    records = [_record(message_id=f"m-{i}", serial=i, attributes=attr if i % 2 else {},
-                       receipt="r" if i == 3 else None, sequence_number=i if i > 2 else None)
-               for i in range(6)]
-    for group in (_group(*records), _group(*records[:1]), _group(), _group(*[records[0]] * 3)):
-        for back in (decode(encode(group)), decode_many(encode_many([group, group]))[1]):
-            assert back == group and same(group, back)
-
-
-@EACH
-@given(st.data())
-def test_columnar_round_trip_of_groups_with_shared_fields(data):
-    """Groups whose records agree on random subsets of fields, so columns fold and do not."""
-    base = data.draw(for_class(mutations.MessageRecord))
-    names = list(field_names(mutations.MessageRecord))
-    records = []
-    for _ in range(data.draw(st.integers(0, 5))):
-        changed = data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True))
-        other = data.draw(for_class(mutations.MessageRecord))
-        records.append(msgspec.structs.replace(base, **{n: getattr(other, n) for n in changed}))
-    group = mutations.MessagesRestored(data.draw(INTS), tuple(records))
-    back = decode(encode(group))
-    assert back == group and same(group, back)
-
-
-def test_row_form_of_a_group_still_decodes():
-    """An older sender's MessagesRestored, [34, qid, [[16, fields...], ...]]."""
-    a, b = _record(), _record(message_id="m-2", serial=43)
-    row = [34, 7, [msgpack.unpackb(encode(r)[2:]) for r in (a, b)]]
-    assert row[2][0][0] == 16
-    assert decode(frame(row)) == _group(a, b)
-
-
-def _columns(n: int, records=None) -> list:
-    """The columnar value of a group, for tampering with."""
-    return msgpack.unpackb(encode(_group(*(records or [_record(message_id=f"m-{i}", serial=i)
-                                                       for i in range(n)])))[2:])
-
-
-@pytest.mark.parametrize("tamper", [
-    lambda v: v[:-1],                          # a column short
-    lambda v: v + [[0]],                       # a column too many
-    lambda v: v[:2] + [-1] + v[3:],            # negative count
-    lambda v: v[:2] + [True] + v[3:],          # bool count
-    lambda v: v[:2] + ["3"] + v[3:],           # str count
-    lambda v: v[:2] + [4] + v[3:],             # count disagrees with the full columns
-    lambda v: v[:3] + [[1, 2, 3]] + v[4:],     # ids that are ints
-    lambda v: v[:4] + [["1", "2", "3"]] + v[5:],   # serials that are strs
-    lambda v: v[:4] + [[1, True, 3]] + v[5:],  # a bool among the serials
-    lambda v: v[:4] + [[1, 2]] + v[5:],        # a column of neither n nor one value
-    lambda v: v[:4] + [[]] + v[5:],            # an empty column for three elements
-    lambda v: v[:4] + [7] + v[5:],             # a column that is not an array
-    lambda v: v[:6] + [[{"a": [3, 5]}]] + v[7:],   # a malformed nested attribute
-    lambda v: ["7"] + v[1:],                   # qid of the wrong type... as the tag
-    lambda v: v[:1] + ["7"] + v[2:],           # qid of the wrong type
-])
-def test_malformed_columnar_groups_are_refused(tamper):
-    value = _columns(3)
-    assert decode(frame(value)) is not None     # the untampered value decodes
-    with pytest.raises(CodecError):
-        decode(frame(tamper(value)))
-
-
-def test_a_huge_count_needs_a_full_column():
-    """All columns one value and a big n would build n records from a few bytes."""
-    value = _columns(1)
-    value[2] = 100_000
-    with pytest.raises(CodecError, match="no full column"):
-        decode(frame(value))
 
 
 # --- round trips ------------------------------------------------------------------------------
@@ -324,7 +124,7 @@ def test_round_trip_many_any_type_from_an_iterator(objs):
 
 def test_exact_types_come_back():
     mav = commands.MessageAttributeValue("Binary.x", None, b"\x00\xff", ("a",), (b"b",))
-    rec = _record(attributes={"k": mav}, system_attributes=types.MappingProxyType({"AWSTraceHeader": mav}))
+    rec = message_record(attributes={"k": mav}, system_attributes=types.MappingProxyType({"AWSTraceHeader": mav}))
     back = decode(encode(mutations.MessageAdded(1, rec)))
     assert type(back.message.attributes) is dict and type(back.message.system_attributes) is dict
     got = back.message.attributes["k"]
@@ -365,16 +165,12 @@ def test_bytes_like_input_and_expect():
         decode(data, expect=commands.SendMessage)
     with pytest.raises(CodecError):
         decode_many(encode_many([msg, commands.Tick()]), expect=typing.get_args(mutations.Mutation))
-    big = mutations.MessageAdded(1, _record(body="y" * 200_000))
+    big = mutations.MessageAdded(1, message_record(body="y" * 200_000))
     assert decode(memoryview(encode(big))) == big
     assert decode(encode(big)) == big
 
 
 # --- evolution: trailing defaults may be omitted, extra fields are refused ------------------------
-
-def frame(value, many=False) -> bytes:
-    return (MANY if many else ONE) + msgpack.packb(value, use_bin_type=True)
-
 
 NS = [2, "us-east-1", "000000000000"]
 KEY = [1, "us-east-1", "000000000000", "q"]
@@ -387,7 +183,7 @@ def test_omitted_trailing_fields_take_their_defaults():
     assert decode(frame([64, KEY])) == commands.ReceiveMessage(commands.QueueKey("us-east-1", "000000000000", "q"))
     assert decode(frame([2])) == commands.Namespace()
     # MessageAdded.dedup was appended with a default: frames from before it still decode
-    rec = _record()
+    rec = message_record()
     old = msgpack.unpackb(encode(mutations.MessageAdded(7, rec))[2:])
     assert decode(frame(old[:3])) == mutations.MessageAdded(7, rec)
     # so was QueueRestored.dedup_by_group: a snapshot from before it decodes with None (scope
@@ -584,23 +380,8 @@ def test_fuzz_mutated_valid_encodings(data):
     _decodes_or_codec_error(data)
 
 
-# msgpack values shaped like objects: real tags, random fields, so decoders see every wrong type.
-_SCALAR_VALUES = st.one_of(st.none(), st.booleans(), INTS, st.floats(allow_nan=False), TEXT,
-                           st.binary(max_size=4))
-_TAG_VALUES = st.sampled_from(sorted(TAGS) + sorted(codec.COLUMNAR_TAGS))
-_WIRE_VALUES = st.recursive(
-    _SCALAR_VALUES,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(TEXT, st.binary(max_size=3), st.integers(0, 3)), inner, max_size=3),
-        st.builds(lambda tag, rest: [tag, *rest], _TAG_VALUES, st.lists(inner, max_size=8)),
-    ),
-    max_leaves=10,
-)
-
-
 @FUZZ
-@given(st.builds(lambda tag, rest: [tag, *rest], _TAG_VALUES, st.lists(_WIRE_VALUES, max_size=12)))
+@given(st.builds(lambda tag, rest: [tag, *rest], TAG_VALUES, st.lists(WIRE_VALUES, max_size=12)))
 def test_fuzz_object_shaped_values(value):
     try:
         packed = msgpack.packb(value, use_bin_type=True)
@@ -617,78 +398,9 @@ def test_fuzz_one_field_replaced(obj, data):
     value = msgpack.unpackb(encode(obj)[2:], raw=False)
     if type(value) is list and len(value) > 1:
         i = data.draw(st.integers(1, len(value) - 1))
-        value[i] = data.draw(_WIRE_VALUES)
+        value[i] = data.draw(WIRE_VALUES)
     try:
         packed = msgpack.packb(value, use_bin_type=True)
     except (OverflowError, ValueError, TypeError):
         assume(False)
     _decodes_or_codec_error(ONE + packed)
-
-
-# --- the compiled path (msgspec) against the general one --------------------------------------------
-
-COMPILED_MUTATION = st.sampled_from(codec._COMPILED).flatmap(for_class)
-
-
-@FAST
-@given(st.lists(COMPILED_MUTATION, min_size=1, max_size=6))
-def test_compiled_path_writes_the_general_bytes_and_reads_the_general_objects(objs):
-    data = encode_many(objs)
-    assert data == codec._encode_many_general(objs)
-    back, general = decode_many(data), codec._decode_many_general(data, None)
-    assert back == general == objs
-    assert all(map(same, objs, back)) and all(map(same, general, back))
-    for a, b in zip(back, general):
-        if type(a) is mutations.MessageAdded:
-            # empty attribute maps are the shared one both ways, never a fresh dict per message
-            assert (a.message.attributes is mutations.NO_ATTRIBUTES) == (b.message.attributes is mutations.NO_ATTRIBUTES)
-            assert (a.message.system_attributes is mutations.NO_ATTRIBUTES) == \
-                (b.message.system_attributes is mutations.NO_ATTRIBUTES)
-
-
-def test_compiled_path_shares_the_empty_maps_and_checks_expect():
-    objs = [mutations.MessageAdded(3, _record()), mutations.MessageDeleted(3, "m")]
-    back = decode_many(encode_many(objs), expect=(mutations.MessageAdded, mutations.MessageDeleted))
-    assert back == objs
-    assert back[0].message.attributes is mutations.NO_ATTRIBUTES
-    assert back[0].message.system_attributes is mutations.NO_ATTRIBUTES
-    with pytest.raises(CodecError):
-        decode_many(encode_many(objs), expect=mutations.MessageAdded)
-
-
-def _general_or_error(data: bytes):
-    try:
-        return codec._decode_many_general(data, None)
-    except CodecError as e:
-        return e
-
-
-@FUZZ
-@given(st.lists(COMPILED_MUTATION, min_size=1, max_size=3), st.data())
-def test_compiled_path_accepts_exactly_what_the_general_one_does(objs, data):
-    """A frame of compiled classes with one value swapped for a random one, or bytes changed:
-    both ways decode it to equal objects, or both refuse it (the compiled path leaves the
-    refusal, and its message, to the general one)."""
-    value = msgpack.unpackb(encode_many(objs)[2:], raw=False)
-    i = data.draw(st.integers(0, len(value) - 1))
-    item = value[i]
-    path = data.draw(st.integers(1, len(item) - 1))
-    inner = item[path]
-    if type(inner) is list and len(inner) > 1 and data.draw(st.booleans()):
-        inner[data.draw(st.integers(1, len(inner) - 1))] = data.draw(_WIRE_VALUES)
-    else:
-        item[path] = data.draw(_WIRE_VALUES)
-    if data.draw(st.booleans()):
-        item.append(data.draw(_WIRE_VALUES))
-    try:
-        frame = MANY + msgpack.packb(value, use_bin_type=True)
-    except (OverflowError, ValueError, TypeError):
-        assume(False)
-    expected = _general_or_error(frame)
-    try:
-        got = decode_many(frame)
-    except CodecError as e:
-        assert isinstance(expected, CodecError) and str(e) == str(expected)
-        return
-    assert not isinstance(expected, CodecError), f"compiled path accepted what the general refuses: {expected}"
-    assert got == expected and all(map(same, expected, got))

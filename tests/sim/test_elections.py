@@ -1,7 +1,8 @@
-"""Healing deposes nobody (invariant 6), as the simulator judges it: a follower cut off for a few
-seconds and then let back in, with nothing else going on. With the pre-vote the master keeps
-office in its epoch and nobody raises the term; without it (the planted bug) the follower's
-higher term deposes the master when it comes back, and the simulator says so."""
+"""Healing deposes nobody (invariant 6), as the simulator judges it (sim/elections.py): a
+follower cut off for a few seconds and then let back in, with nothing else going on. With the
+pre-vote the master keeps office in its epoch and nobody raises the term; without it (the
+planted bug) the follower's higher term deposes the master when it comes back, and the
+simulator says so."""
 
 from __future__ import annotations
 

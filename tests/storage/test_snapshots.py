@@ -1,4 +1,4 @@
-"""A snapshot's messages travel in MessagesRestored groups (storage/engine.py iter_snapshot)."""
+"""A snapshot's messages travel in MessagesRestored groups (storage/snapshots.py iter_snapshot)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-import storage.engine as engine
+import storage.snapshots as snapshots
 from storage import IdSource, ManualClock, Storage
 from storage.commands import CreateQueue, Namespace, PurgeQueue, ReceiveMessage, SendMessage
 from storage.mutations import MessageRestored, MessagesRestored
@@ -85,7 +85,7 @@ def test_single_message_records_of_an_older_sender_still_restore():
 def test_fuzzy_snapshot_in_small_groups_converges(data):
     """The fuzzy-snapshot property with groups of two messages, so that client operations
     interleave between the groups of one queue too."""
-    with mock.patch.object(engine, "SNAPSHOT_GROUP_MESSAGES", 2):
+    with mock.patch.object(snapshots, "SNAPSHOT_GROUP_MESSAGES", 2):
         run = run_workload(data)
         snapshot_start = len(run.mutations)
         records = []
