@@ -1,6 +1,10 @@
-"""`make bench`: run the benchmarks, write JSON to bench/results/, print a short table.
+"""`make bench`: run the benchmarks, write JSON to bench/results/, print a short table, and render
+the docs' tables from the results (bench/report.py).
 
     python -m bench [--quick] [--only storage]
+
+A full run writes NAME.json, which docs/performance.md is rendered from; ``--quick`` (smaller
+sizes, for a smoke run) writes NAME-quick.json, which no page shows.
 """
 
 from __future__ import annotations
@@ -9,6 +13,9 @@ import argparse
 import json
 import os
 import platform
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -79,8 +86,28 @@ def sim(quick: bool) -> dict:
     return sim_bench.suite(quick)
 
 
+def cpu_profile(quick: bool) -> dict | None:
+    """Instructions per request under callgrind (bench/cpu_profile.py): independent of the machine's
+    load, so one run gives every phase. Without valgrind the suite is skipped and its results file
+    is left as it was."""
+    from bench import cpu_profile as cp
+
+    if shutil.which("valgrind") is None:
+        print("\ncpu_profile: valgrind is not installed; skipped")
+        return None
+    n = 100 if quick else 500
+    per = cp.profile(list(cp.PHASES), n)
+    version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, check=True).stdout
+    print("\ncpu_profile (instructions per request, in process)")
+    for name, ir in per.items():
+        print(f"{name:16} {ir:>11,}")
+    return {"benchmark": "cpu_profile", "machine": _machine(),
+            "valgrind": re.sub(r"^valgrind-", "", version.strip()), "requests": n,
+            "cluster_batch": cp.CLUSTER_BATCH, "instructions_per_request": per}
+
+
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "durability": durability, "sim": sim}
+          "durability": durability, "sim": sim, "cpu_profile": cpu_profile}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,10 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     for name in args.only or sorted(SUITES):
         report = SUITES[name](args.quick)
+        if report is None:
+            continue
         path = RESULTS / f"{name}{'-quick' if args.quick else ''}.json"
         path.write_text(json.dumps(report, indent=2) + "\n")
         print(f"  -> {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
-    return 0
+    from bench import report as docs
+
+    return docs.main([])
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ PAGE_RE = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.md)\b")
 def test_every_link_between_pages_resolves():
     broken = []
     for path in text_files():
+        if path == Path(__file__).resolve():   # its patterns name pages that are gone on purpose
+            continue
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".md":
             for target in LINK_RE.findall(text):

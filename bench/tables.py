@@ -1,0 +1,324 @@
+"""The docs' tables of the single-node, failover, durability and simulator benchmarks, and the
+formatting every table shares; bench/replication_tables.py has the replication benchmark's.
+
+Each block renderer takes the ``Results`` and returns the markdown between its marker lines
+(bench/report.py): a table, a line or two computed from the same files, and the line that names
+the file, when it ran and the command that reproduces it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from bench.resultfiles import MissingResult, Node, Results
+
+# -- formatting -----------------------------------------------------------------------------------
+
+def num(x: float, digits: int = 0) -> str:
+    """12,345 or 12,345.6: thousands separated, ``digits`` decimals."""
+    return f"{x:,.{digits}f}"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def span(xs: list[float], fmt: Callable[[float], str]) -> str:
+    """'a' when all equal, else 'lo to hi'."""
+    lo, hi = fmt(min(xs)), fmt(max(xs))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> str:
+    """A markdown table; columns whose index is in ``right`` are right-aligned."""
+    align = "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
+    return "\n".join([lines[0], align, *lines[1:]])
+
+
+def block(*parts: str) -> str:
+    """A block's text: its table, its notes and its source line, a blank line apart."""
+    return "\n\n".join(parts)
+
+
+def source(results: Results, name: str, extra: str = "") -> str:
+    """The line under a table that names its file and when and where it ran."""
+    m = results[name]["machine"]
+    return (f"*From `bench/results/{name}.json`: run {m['when']} on {m['cpus']} CPUs, Python {m['python']}"
+            f"{'; ' + extra if extra else ''}. Reproduce: `python -m bench --only {name}`.*")
+
+
+def loads(env: Node) -> str:
+    before, after = env["loadavg_before"], env["loadavg_after"]
+    return f"load average {before[0]:.1f} before, {after[0]:.1f} after"
+
+
+def goals_table(goals: Node) -> str:
+    """The goals a benchmark judges itself by, as it wrote them. A goal the run recorded as not
+    measured (a peer that could not be started: its note says why) says so."""
+    rows = []
+    for g in goals:
+        key = "measured" if "measured" in g.plain() else "value"
+        if key in g.plain() and g.plain()[key] is None:
+            value, result = "not measured", "-"
+        else:
+            value, result = g[key], verdict(g["met"])
+        if isinstance(value, Node):
+            value = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in value.items())
+        rows.append((g["goal"], str(value), g.get("target", "-"), result, g.get("note", "")))
+    return table(("goal", "measured", "target", "verdict", "note"), rows)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def ratio_rounds(w: Node, fmt: Callable[[float], str], unit: str) -> str:
+    """A median of within-round values and the rounds: '42% (45, 41, 42%)'."""
+    return f"{fmt(w['median'])}{unit} ({', '.join(fmt(x) for x in w['per_round'])}{unit})"
+
+
+def figure_pct(x: float) -> str:
+    return f"{100 * x:.0f}"
+
+
+def figure_x(x: float) -> str:
+    return f"{x:.2f}"
+
+
+# -- the blocks -----------------------------------------------------------------------------------
+
+STORAGE_LABELS = {
+    "floor_dict_deque_put_get": "floor: the same loop over a bare dict + deque",
+    "send": "send",
+    "send_batch": "send-batch (10 per call)",
+    "receive_delete": "receive + delete, one at a time",
+    "receive_delete_batch10": "receive 10 + delete-batch 10",
+    "fifo_send+receive_delete": "FIFO send + receive + delete (100 groups)",
+    "fifo_1group_send+receive_delete": "FIFO send + receive + delete (one group)",
+}
+
+
+def storage(results: Results) -> str:
+    s = results["storage"]
+    by: dict[str, dict[int, Node]] = {}
+    for r in s["results"]:
+        by.setdefault(r["scenario"], {})[r["queue_depth"]] = r
+    rows = []
+    for scenario, sides in by.items():
+        if scenario not in STORAGE_LABELS:
+            raise MissingResult(f"bench/results/storage.json: scenario {scenario!r} has no label in bench/report.py")
+        depths = sorted(sides)
+        cells = [f"{num(sides[d]['cpu_per_second'])}/s ({num(sides[d]['per_second'])}/s)" for d in depths]
+        if len(depths) == 1:
+            rows.append((STORAGE_LABELS[scenario], cells[0], "-", "-", "-"))
+            continue
+        empty, deep = (sides[d] for d in depths)
+        rows.append((STORAGE_LABELS[scenario], cells[0], num(depths[1]), cells[1],
+                     f"{empty['cpu_per_second'] / deep['cpu_per_second']:.2f}"))
+    load = s["machine"]["loadavg"]
+    return block(
+        table(("scenario (100-byte bodies)", "empty queue: CPU (wall)", "queued", "deep queue: CPU (wall)",
+               "empty / deep (CPU)"), rows, right=(1, 2, 3, 4)),
+        source(results, "storage", f"load average {load[0]:.1f} (1 min), {load[2]:.1f} (15 min)")
+    )
+
+
+ENDPOINT_TARGETS = (("elasticmq-py", "json"), ("elasticmq-py", "query"), ("trivial", "json"),
+                    ("sqslite", "query"), ("moto", "json"))
+
+
+def endpoint(results: Results) -> str:
+    e = results["endpoint"]
+    best = {(r["scenario"], r["target"], r["protocol"]): r for r in e["results"]}
+    titles = {r["scenario"]: r["title"] for r in e["runs"]}   # in the order they ran
+    peers = e["peers"]
+    head = ["scenario", "elasticmq-py, JSON", "elasticmq-py, Query", "trivial handler (HTTP layer alone)",
+            f"sqslite {peers['sqslite']['version']} (Query)", f"moto {peers['moto']['version']} (JSON)"]
+    rows = []
+    for scenario, title in titles.items():
+        cells = [title]
+        for target, protocol in ENDPOINT_TARGETS:
+            r = best.get((scenario, target, protocol))
+            if r is None:
+                cells.append("-")
+            elif r["connections"] == 1:
+                cells.append(f"p50 {r['p50_ms']} ms")
+            else:
+                unit = "msgs/s" if r["msgs_per_s"] != r["req_per_s"] else "/s"
+                cells.append(f"{num(r['msgs_per_s'])} {unit}".replace(" /s", "/s"))
+        rows.append(tuple(cells))
+    cfg = e["config"]
+    not_compared = "\n".join(["Not compared:"] + [f"- {k}: {why}" for k, why in e["not_compared"].items()])
+    return block(
+        table(tuple(head), rows, right=(1, 2, 3, 4, 5)),
+        not_compared,
+        source(results, "endpoint", f"{cfg['connections']} connections from {cfg['generator_processes']} "
+                                    f"generator processes, best of {cfg['rounds']} rounds of {cfg['duration_s']:g} s; "
+                                    f"{loads(e['environment'])}; {e['errors_total']} errors")
+    )
+
+
+def endpoint_goals(results: Results) -> str:
+    return block(goals_table(results["endpoint"]["goals"]), source(results, "endpoint"))
+
+
+CPU_PROFILE_ROWS = (("trivial", None, "trivial handler (the HTTP layer alone)"),
+                    ("send", "send", "SendMessage, 100 B"), ("send64k", "send64k", "SendMessage, 64 KiB"),
+                    ("batch", "batch", "SendMessageBatch of 10"),
+                    ("receive", "receive", "ReceiveMessage of 10 messages"),
+                    ("delbatch", "delbatch", "DeleteMessageBatch of 10"), ("delete", "delete", "DeleteMessage"))
+
+
+def cpu_profile(results: Results) -> str:
+    c = results["cpu_profile"]
+    ir = c["instructions_per_request"]
+    rows = []
+    for key, kind, label in CPU_PROFILE_ROWS:
+        if kind is None:
+            rows.append((label, num(ir[key]), "-"))
+        else:
+            rows.append((label, num(ir[f"{kind}_json"]), num(ir[f"{kind}_query"])))
+    rows.append(("SendMessage on a 3-node `majority` master, per send", num(ir["master_json"]), "-"))
+    rows.append(("... one replica's share of that send", num(ir["replica_json"]), "-"))
+    single = ir["send_json"]
+    return block(
+        table(("instructions per request", "JSON", "Query"), rows, right=(1, 2)),
+        f"A JSON send is {single / ir['trivial']:.2f}x the trivial handler, a Query send "
+        f"{ir['send_query'] / ir['trivial']:.2f}x. On the master of a 3-node cluster a send is "
+        f"{ir['master_json'] / single:.2f}x a single node's, and a replica's share "
+        f"{ir['replica_json'] / single:.2f}x.",
+        source(results, "cpu_profile", f"valgrind {c['valgrind']}, {num(c['requests'])} requests per send phase, "
+                                       f"the cluster in batches of {c['cluster_batch']}")
+    )
+
+
+def failover(results: Results) -> str:
+    f = results["failover"]
+    rows = []
+    for key, label in (("kill_to_new_active", "kill -9 of the master -> a new master active"),
+                       ("sigstop_to_old_inactive", "SIGSTOP of the master -> it is inactive"),
+                       ("sigstop_to_new_active", "SIGSTOP of the master -> a new master active")):
+        s = f[key]
+        rows.append((label, f"{s['median_s']:.2f} s", f"{s['p99_s']:.2f} s", f"{s['max_s']:.2f} s", str(s["n"])))
+    goals, met = f["goals"], f["goals_met"]
+    verdicts = [f"median <= {goals['kill_to_new_active_median_s']} s: {verdict(met['kill_to_new_active_median_s'])}",
+                f"p99 <= {goals['kill_to_new_active_p99_s']} s: {verdict(met['kill_to_new_active_p99_s'])}",
+                f"old master inactive first in {goals['old_inactive_first_pct']:g}% of trials: "
+                f"{verdict(met['old_inactive_first_pct'])}"]
+    t = f["timing"]
+    return block(
+        table(("measure", "median", "p99", "max", "trials"), rows, right=(1, 2, 3, 4)),
+        f"The old master went inactive before the new one was active in {f['old_inactive_before_new_active']} "
+        f"trials. Goals: {'; '.join(verdicts)}.",
+        source(results, "failover", f"`{f['nodes']}` processes; heartbeat {t['heartbeat']:g} s, election timeout "
+                                    f"{t['election_min']:g}-{t['election_max']:g} s, lease {t['lease']:g} s, "
+                                    f"vote guard {t['vote_guard']:g} s, leader fallback {t['leader_fallback']:g} s")
+    )
+
+
+DURABILITY_TARGETS = (("single node", "single, memory", "single, fsync always", "single"),
+                      ("3 nodes, `majority`", "3 nodes, memory", "3 nodes, fsync always", "cluster"))
+
+
+def durability_throughput(results: Results) -> str:
+    d = results["durability"]
+    summary, ratios = d["throughput"]["summary"], d["throughput"]["ratios"]
+    rows = []
+    for label, mem_key, disk_key, ratio_key in DURABILITY_TARGETS:
+        mem, disk = summary[mem_key], summary[disk_key]
+        rows.append((label,
+                     f"{num(mem['msgs_per_s'])}/s, {num(mem['all_nodes_cpu_us_per_req'], 1)} µs, "
+                     f"p50 {mem['p50_ms']:.2f} ms",
+                     f"{num(disk['msgs_per_s'])}/s, {num(disk['all_nodes_cpu_us_per_req'], 1)} µs, "
+                     f"p50 {disk['p50_ms']:.2f} ms; {disk['sends_per_fsync']} sends per fsync of "
+                     f"{disk['fsync_ms_avg']:.2f} ms",
+                     ratio_rounds(ratios[ratio_key], figure_x, "")))
+    cfg, env = d["config"], d["environment"]
+    return block(
+        table(("send 100 B", "in memory: rate, CPU per send (all nodes)", "`fsync = always`",
+               "journal / memory"), rows, right=(1, 2, 3)),
+        source(results, "durability", f"part 1, the four targets up together, {cfg['rounds']} rounds of "
+                                      f"{cfg['duration']:g} s, medians; ratios within each round, rounds in "
+                                      f"brackets; {loads(env)}")
+    )
+
+
+def durability_recovery(results: Results) -> str:
+    rec = results["durability"]["recovery"]
+    rows = []
+    for key, label, size in (("from_snapshot", "from a compaction snapshot", "snapshot_bytes_per_msg"),
+                             ("whole_journal", "from the journal alone", "journal_bytes_per_msg")):
+        r = rec[key]
+        rows.append((label, f"{r['seconds']:.2f} s", f"{r['cpu_s']:.2f} s", f"{r['us_per_msg']} µs",
+                     f"{rec[size]} B"))
+    return block(
+        table((f"recovery of {num(rec['messages'])} messages of 100 B", "time", "CPU", "per message",
+               "on disk per message"), rows, right=(1, 2, 3, 4)),
+        source(results, "durability", "part 2, a fresh process")
+    )
+
+
+def durability_restart(results: Results) -> str:
+    rs = results["durability"]["restart"]
+    j, m = rs["journal"], rs["memory"]
+    cfg = results["durability"]["config"]
+    rows = [("from its journal, then a log fetch", f"{j['seconds']:.2f} s", f"{j['process_listening_s']:.2f} s",
+             f"recovery {j['recovery']['seconds']:.2f} s ({num(j['recovery']['messages'])} messages)"),
+            ("in memory: empty, then a state transfer", f"{m['seconds']:.2f} s", f"{m['process_listening_s']:.2f} s",
+             f"transfer {m['transfer']['duration_s']:.2f} s ({num(m['transfer']['records'])} records)")]
+    return block(
+        table((f"restart of one node of three after {cfg['down_s']:g} s down", "to level with the master",
+               "listening after", "how"), rows, right=(1, 2)),
+        f"The journal's way was {rs['speedup']:.2f}x as fast as the transfer. Ten times as fast would be "
+        f"{m['seconds'] / 10:.2f} s, while recovering {num(results['durability']['recovery']['messages'])} "
+        f"messages from the journal alone takes {results['durability']['recovery']['whole_journal']['seconds']:.2f} s "
+        f"(part 2).",
+        source(results, "durability", f"part 3, {num(cfg['restart_messages'])} messages stored")
+    )
+
+
+def durability_goals(results: Results) -> str:
+    return block(goals_table(results["durability"]["goals"]), source(results, "durability"))
+
+
+def sim(results: Results) -> str:
+    s = results["sim"]
+    rows = [(r["master"], num(r["seeds"]), f"{r['wall_s']:.1f} s", str(r["seeds_per_min"]),
+             f"{r['avg_task_cpu_s']:.2f} s", str(len(r["failing"])),
+             f"{r['load_avg_before']:.1f} -> {r['load_avg_after']:.1f}") for r in s["results"]]
+    goal = s["goal"]
+    return block(
+        table(("Spark master", "seeds", "wall time", "seeds/min", "CPU per seed", "failing", "load average"),
+              rows, right=(1, 2, 3, 4, 5)),
+        f"Speed-up local[2] / local[1]: {s['speedup']}x. 1,000 seeds on local[2]: {s['minutes_for_1000_seeds_local2']} "
+        f"minutes (goal: at least {goal['seeds_per_min_local2']:g} seeds/min, {verdict(goal['met'])}). From the "
+        f"tasks' own CPU time, two idle cores would run {s['idle_2core_seeds_per_min_from_cpu']} seeds/min.",
+        source(results, "sim", f"3 nodes, `majority`, {s['duration_s']:g} simulated seconds a seed")
+    )
+
+
+def headline(results: Results) -> str:
+    """The README's few numbers: a single node and a 3-node `majority` cluster side by side in one
+    run, failover as a client sees it, and what `fsync = always` costs a single node."""
+    r, d = results["replication"], results["durability"]
+    tp = r["throughput"]
+    single, cluster = tp["results"]["send_100B/single"], tp["results"]["send_100B/majority"]
+    kill = r["failover"]["by_policy"]["majority"]
+    summary, ratios = d["throughput"]["summary"], d["throughput"]["ratios"]
+    replication = ("`bench/results/replication.json`", "`python -m bench --only replication`")
+    rows = [
+        ("single node, in memory", f"{num(single['msgs_per_s_median'])} msgs/s", *replication),
+        ("3 nodes, `majority`", f"{num(cluster['msgs_per_s_median'])} msgs/s "
+         f"({tp['within_round']['send_100B: majority / single']['median']} of the single node, median within rounds)",
+         *replication),
+        (f"kill -9 of the master → first acknowledged send through a survivor (`majority`, {kill['rounds']} rounds)",
+         f"median {kill['kill_to_first_ack_s']['median_s']} s, {num(kill['lost_acked'])} of "
+         f"{num(kill['acked_sends'])} acknowledged sends lost", *replication),
+        ("single node, `fsync = always` vs in memory",
+         f"{num(summary['single, fsync always']['msgs_per_s'])} vs {num(summary['single, memory']['msgs_per_s'])} "
+         f"msgs/s ({ratios['single']['median']}, median within rounds)",
+         "`bench/results/durability.json`", "`python -m bench --only durability`"),
+    ]
+    return table((f"measure (send 100 B, {r['config']['connections']} connections)", "result", "results file",
+                  "reproduce"), rows, right=(1,))
