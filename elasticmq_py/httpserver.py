@@ -1,8 +1,8 @@
 """HTTP/1.1 on a raw asyncio protocol with httptools (llhttp), bound to ``Endpoint``.
 
-Why not aiohttp: measured on this machine (see HTTP_STACK.md) a trivial aiohttp handler serves
-~5,500 req/s at 16 connections, a trivial uvicorn ASGI app ~7,800, and a raw httptools protocol
-~56,000. Most of the framework cost is a task and a request object per request; SQS requests
+Why not aiohttp or an ASGI server: with a trivial handler each served several times fewer
+requests per second than this protocol (docs/performance.md, "The HTTP stack"). Most of a
+framework's cost is a task and a request object per request; SQS requests
 are small and almost always answered synchronously, so this layer answers inline and creates a
 task only for a request that must wait (long polls, replicated writes).
 
