@@ -96,9 +96,11 @@ def test_no_tracked_file_tells_the_projects_history():
 LINK_RE = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # a page of the repository named in prose or a comment: docs/simulator.md, cluster/HISTORY.md
 PAGE_RE = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.md)\b")
+# a module a page names: cluster/node_core.py
+MODULE_RE = re.compile(r"(?<![\w./-])((?:storage|cluster|elasticmq_py|sim|tests|bench)/(?:[\w-]+/)*[\w-]+\.py)\b")
 
 
-def test_every_link_between_pages_resolves():
+def test_every_page_and_module_named_exists():
     broken = []
     for path in text_files():
         if path == Path(__file__).resolve():   # its patterns name pages that are gone on purpose
@@ -108,7 +110,8 @@ def test_every_link_between_pages_resolves():
             for target in LINK_RE.findall(text):
                 if "://" not in target and not target.startswith("mailto:") and not (path.parent / target).exists():
                     broken.append(f"{path.relative_to(ROOT)}: ({target})")
-        for page in PAGE_RE.findall(text):
+        named = PAGE_RE.findall(text) + (MODULE_RE.findall(text) if path.suffix == ".md" else [])
+        for page in named:
             if not (ROOT / page).exists() and not (path.parent / page).exists():
                 broken.append(f"{path.relative_to(ROOT)}: {page}")
     assert not broken, "pages named that do not exist:\n" + "\n".join(sorted(set(broken)))
