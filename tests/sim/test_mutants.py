@@ -14,6 +14,9 @@ so that every mutant fails this suite. Every mutant's text must still apply."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from sim.mutants import (
@@ -59,3 +62,9 @@ def test_a_unit_test_kills_the_mutant(name):
 
 def test_every_mutant_the_simulator_misses_has_its_unit_test():
     assert set(NOT_FOUND) <= set(UNIT_TESTS)
+
+
+def test_the_simulator_page_lists_every_mutant_at_its_seed():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "simulator.md").read_text()
+    rows = dict(re.findall(r"^\| `([\w-]+)` \|[^|]*\|[^|]*\| (\d+) \|", page, re.MULTILINE))
+    assert {name: int(seed) for name, seed in rows.items()} == FOUND_AT, "docs/simulator.md's table is stale"
