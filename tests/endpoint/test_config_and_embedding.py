@@ -161,6 +161,18 @@ def test_pytest_plugin_fixture(sqs_endpoint):
     assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "x"
 
 
+def test_pytest_loads_the_plugin_without_the_server():
+    # pytest imports the plugin in every run where the package is installed; the server, storage
+    # and the cluster load only once a test asks for the fixture
+    probe = ("import sys, elasticmq_py.pytest_plugin; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('storage', 'cluster', 'elasticmq_py')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['elasticmq_py', 'elasticmq_py.pytest_plugin']"
+    names = "import elasticmq_py as e; print(e.Server.__module__, e.Config.__module__, e.LocalBackend.__module__)"
+    out = subprocess.run([sys.executable, "-c", names], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["elasticmq_py.server", "elasticmq_py.config", "elasticmq_py.backend"]
+
+
 def test_pytest_plugin_namespaces_are_fresh(sqs_endpoint):
     assert "QueueUrls" not in sqs_endpoint.client().list_queues()
 
