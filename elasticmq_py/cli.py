@@ -2,12 +2,14 @@
 
     elasticmq-py serve [--config FILE] [--host H] [--port P] ...   (dashboard at http://H:P/ui)
     elasticmq-py local-cluster [--nodes 3] [--http-port 9324] [--policy P] [--dir DIR]
-    elasticmq-py status [--endpoint URL] [--json]
+    elasticmq-py serve ... [--tls-cert FILE --tls-key FILE]       (HTTPS on the same port)
+    elasticmq-py status [--endpoint URL] [--cafile FILE | --insecure] [--json]
     elasticmq-py step-down [--endpoint URL] [--secret S | --secret-file F | --config FILE]
     elasticmq-py members add NAME --raft HOST:PORT [--stream HOST:PORT] [--endpoint URL] [secret]
     elasticmq-py members remove NAME [--endpoint URL] [secret]
 
-The operator commands talk HTTP to a node's endpoint (its SQS port). The mutating ones need the
+The operator commands talk HTTP to a node's endpoint (its SQS port), or HTTPS to an https://
+endpoint, verified against the system's CAs, --cafile's, or (--insecure) not at all. The mutating ones need the
 cluster secret (sent in the X-Cluster-Secret header), given by --secret, --secret-file, the node's
 --config file, or the ELASTICMQ_PY_CLUSTER_SECRET environment variable; and the node accepts them
 only from the addresses in its ``admin-from`` (loopback by default).
@@ -33,6 +35,7 @@ from cluster.status import JournalInfo, NodeStatus, ReplicationStatus, TransferI
 from elasticmq_py import journal_cli, localcluster, loglevel
 from elasticmq_py.config import DEFAULT_HOST, DEFAULT_PORT, Config, ConfigError
 from elasticmq_py.foreground import run_until_signalled
+from elasticmq_py.tls import client_context
 from elasticmq_py.toxiproxy import cli as toxiproxy_cli
 from sim import cli as sim_cli   # `sim` and `analyze`: all their code lives in sim/
 
@@ -56,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "/health?role=master only on the active master.")
     s.add_argument("--config", metavar="FILE",
                    help="TOML configuration file (host, port, account-id, region, limits, gc, "
-                        "public-host, queues, [cluster]; elasticmq_py/config.py); flags override it")
+                        "public-host, queues, [storage], [tls], [cluster]; elasticmq_py/config.py); "
+                        "flags override it")
     s.add_argument("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     s.add_argument("--port", type=int, help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})")
     s.add_argument("--account-id", help="account id in queue URLs and ARNs (default 000000000000)")
@@ -72,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fsync", choices=["always", "interval", "never"],
                    help="with a data-dir: fsync every batch before answering (always, the default), every "
                         "fsync-interval-ms (interval), or leave it to the OS (never)")
+    s.add_argument("--tls-cert", metavar="FILE",
+                   help="serve HTTPS with this PEM certificate (chain); needs --tls-key. The same as "
+                        "cert-file in [tls]. Default: plain HTTP")
+    s.add_argument("--tls-key", metavar="FILE", help="the PEM private key of --tls-cert")
     loglevel.add_argument(s)
     s.add_argument("--print-port", action="store_true",
                    help="print the bound port on stdout once listening (for --port 0)")
@@ -120,6 +128,11 @@ def _endpoint_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoint", default=DEFAULT_ENDPOINT, metavar="URL",
                    help=f"the node's endpoint (default {DEFAULT_ENDPOINT})")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the node (default 15)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cafile", metavar="FILE",
+                   help="for an https:// endpoint: trust the CA certificates in FILE (PEM) instead of the system's")
+    g.add_argument("--insecure", action="store_true",
+                   help="for an https:// endpoint: do not verify its certificate")
 
 
 def _secret_args(p: argparse.ArgumentParser) -> None:
@@ -146,6 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = base.with_overrides(host=args.host, port=args.port, account_id=args.account_id,
                                      region=args.region, limits=args.limits, gc=args.gc)
         config = _with_storage(config, args.data_dir, args.fsync)
+        config = _with_tls(config, args.tls_cert, args.tls_key)
     except (ConfigError, ValueError) as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 2
@@ -207,6 +221,18 @@ def _with_storage(config: Config, data_dir: str | None, fsync: str | None) -> Co
     return config
 
 
+def _with_tls(config: Config, cert: str | None, key: str | None) -> Config:
+    """--tls-cert / --tls-key, as a pair, over [tls]."""
+    from dataclasses import replace
+
+    from elasticmq_py.config import Tls
+    if cert is None and key is None:
+        return config
+    if cert is None or key is None:
+        raise ConfigError("--tls-cert and --tls-key go together: give both or neither")
+    return replace(config, tls=Tls(cert, key))
+
+
 # -- operator commands ----------------------------------------------------------------------------
 
 class CliError(Exception):
@@ -245,7 +271,11 @@ def _call(args: argparse.Namespace, method: str, path: str, body: Any = None,
     data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=args.timeout) as r:
+        context = client_context(args.cafile, args.insecure)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    try:
+        with urllib.request.urlopen(req, timeout=args.timeout, context=context) as r:
             raw, code = r.read(), r.status
     except urllib.error.HTTPError as e:
         raw, code = e.read(), e.code

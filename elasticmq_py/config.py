@@ -13,6 +13,12 @@ The file (all keys optional)::
                                  # collector (elasticmq_py/gcpolicy.py); an embedded Server never
                                  # touches its host program's
 
+    # Optional: HTTPS on the SQS port (and so on the dashboard and admin routes it serves).
+    # Both keys or neither; paths are relative to this file. Without it the port speaks HTTP.
+    [tls]
+    cert-file = "server.pem"     # PEM: the server's certificate, then any intermediates
+    key-file = "server.key"      # PEM: its private key, unencrypted
+
     # ElasticMQ's queues {} block: created at start-up, dead-letter queues first.
     [queues.orders]
     attributes = { VisibilityTimeout = 30, DelaySeconds = 0 }
@@ -110,6 +116,13 @@ class DeadLetterQueue:
 
 
 @dataclass(frozen=True, slots=True)
+class Tls:
+    """[tls]: the certificate chain and key the SQS port serves HTTPS with (elasticmq_py/tls.py)."""
+    cert_file: str
+    key_file: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSpec:
     name: str
     attributes: Mapping[str, str] = field(default_factory=dict)
@@ -137,6 +150,11 @@ class Config:
     # [storage]: a data-dir makes queues and messages survive a restart (the journal); without
     # one everything is in memory, as for the embedded Server by default.
     durability: Durability | None = None
+    tls: Tls | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls is None else "https"
 
     def __post_init__(self) -> None:
         by_name(self.limits)  # raises on an unknown profile
@@ -173,6 +191,7 @@ class Config:
     def from_dict(cls, doc: Mapping[str, Any], source: str = "config") -> "Config":
         top = _Keys(doc, source)
         top.seen.update({"cluster", "storage"})  # parsed below, by cluster/config.py
+        tls_doc = top.table("tls")
         queues = []
         for name, q in (top.table("queues") or {}).items():
             queues.append(_queue_spec(name, q, f"{source}: queues.{name}"))
@@ -189,6 +208,8 @@ class Config:
         )
         top.done()
         base_dir = Path(source).parent if source != "config" else None
+        if tls_doc is not None:
+            cfg = replace(cfg, tls=_tls_section(tls_doc, f"{source}: tls", base_dir))
         storage_doc = doc.get("storage")
         if storage_doc is not None:
             try:
@@ -275,6 +296,17 @@ def _cluster_section(doc: Any, node_name: str | None, where: str,
             raise ConfigError(f"{where}: admin-from must be a list of addresses or networks")
         admin_from = tuple(admin_from)
     return node, admin_from
+
+
+def _tls_section(doc: Mapping[str, Any], where: str, base_dir: Path | None) -> Tls:
+    k = _Keys(doc, where)
+    files = [k.str("cert-file", None), k.str("key-file", None)]
+    k.done()
+    if None in files:
+        raise ConfigError(f"{where}: needs both cert-file and key-file")
+    if base_dir is not None:
+        files = [str(base_dir / f) if not Path(f).is_absolute() else f for f in files]
+    return Tls(*files)
 
 
 def _attr_value(v: Any) -> str:

@@ -50,6 +50,7 @@ class EndpointConfig:
     account_id: str = "000000000000"
     region: str = "us-east-1"
     fallback_host: str = "localhost:9324"   # for queue URLs when a request has no Host header
+    scheme: str = "http"                    # of queue URLs: "https" where the port serves TLS
 
 
 class Endpoint:
@@ -215,7 +216,8 @@ class Endpoint:
             if len(self._contexts) >= 256:   # both come from clients: keep the cache bounded
                 self._contexts.clear()
             ctx = self._contexts[key] = RequestContext(Namespace(region, self.config.account_id),
-                                                       base_url(headers, self.config.fallback_host))
+                                                       base_url(headers, self.config.fallback_host,
+                                                                self.config.scheme))
         return ctx
 
     @staticmethod

@@ -19,6 +19,7 @@ import logging
 import time
 from collections import deque
 from http import HTTPStatus
+from ssl import SSLContext
 
 import httptools
 
@@ -319,9 +320,12 @@ class HttpServer:
 
 
 async def serve(endpoint: Endpoint, host: str, port: int, max_body: int,
-                backlog: int = 1024) -> HttpServer:
+                backlog: int = 1024, ssl: SSLContext | None = None) -> HttpServer:
+    """Listen; with ``ssl`` (elasticmq_py/tls.py) asyncio's TLS layer sits under the protocol,
+    which then sees the decrypted stream, and a client that does not complete the handshake
+    never reaches it."""
     loop = asyncio.get_running_loop()
     connections: set[HttpProtocol] = set()
     server = await loop.create_server(lambda: HttpProtocol(endpoint, max_body, connections),
-                                      host, port, backlog=backlog, reuse_address=True)
+                                      host, port, backlog=backlog, reuse_address=True, ssl=ssl)
     return HttpServer(server, connections)

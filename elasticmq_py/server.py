@@ -21,6 +21,7 @@ from elasticmq_py.clustered import ClusterBackend
 from elasticmq_py.config import Config, ConfigError
 from elasticmq_py.endpoint import Endpoint, EndpointConfig
 from elasticmq_py.httpserver import HttpServer, serve
+from elasticmq_py.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class Server:
         or a cluster member over it), the endpoint in front of it, the backend started with the
         endpoint answering what other members forward, then the HTTP listener."""
         cfg = self.config
+        # before anything starts: an unreadable or mismatched pair is a ConfigError here
+        tls_context = server_context(cfg.tls) if cfg.tls is not None and self.listen else None
         backend = self._backend
         queues = self._configured_queues()
         admin = None
@@ -79,7 +82,7 @@ class Server:
         self.backend = backend
         self.endpoint = Endpoint(backend, EndpointConfig(
             account_id=cfg.account_id, region=cfg.region,
-            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}"), admin=admin)
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}", scheme=cfg.scheme), admin=admin)
         await backend.start(serve_forwarded=self.endpoint.handle_forwarded)
         if not isinstance(backend, ClusterBackend):
             try:
@@ -90,7 +93,7 @@ class Server:
                 raise
         if self.listen:
             try:
-                self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes())
+                self._server = await serve(self.endpoint, cfg.host, cfg.port, cfg.max_body_bytes(), ssl=tls_context)
             except BaseException:
                 await backend.stop()
                 raise
@@ -224,4 +227,4 @@ class Server:
             host = "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{self.config.scheme}://{host}:{self.port}"

@@ -82,7 +82,7 @@ def _queues(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
     storage = _node_storage(endpoint)
     dlqs = storage.dead_letter_targets() if storage is not None else {}
     return _json(200, queue_page(endpoint.backend.queue_stats(), dlqs, q,
-                                 base_url(req.headers, endpoint.config.fallback_host)))
+                                 base_url(req.headers, endpoint.config.fallback_host, endpoint.config.scheme)))
 
 
 def _activity(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
@@ -103,7 +103,8 @@ def _activity(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
             tail = _tails[path] = HistoryTail(path)
         events = tail.read()
     members_http = {} if cfg is None else {
-        n.name: f"http://{n.http_addr}" for n in cfg.cluster.nodes if n.http_addr is not None}
+        # a cluster's members serve TLS alike: the peers' links take this node's scheme
+        n.name: f"{endpoint.config.scheme}://{n.http_addr}" for n in cfg.cluster.nodes if n.http_addr is not None}
     return _json(200, {"at": time.time(), "requests": requests, "history": path, "events": events,
                        "members_http": members_http})
 

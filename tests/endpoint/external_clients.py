@@ -10,6 +10,7 @@ the same one twice.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -42,3 +43,11 @@ def run_with(target: Path, args: list[str], env: dict | None = None, timeout: fl
              AWS_SECRET_ACCESS_KEY="secret", AWS_EC2_METADATA_DISABLED="true")
     e.update(env or {})
     return subprocess.run(args, env=e, capture_output=True, text=True, timeout=timeout, cwd=target)
+
+
+def run_old_botocore_script(target: Path, endpoint: str, region: str, *ca_file: str) -> dict:
+    """old_botocore_script.py under botocore 1.29 against ``endpoint``: what it printed."""
+    script = Path(__file__).parent / "old_botocore_script.py"
+    r = run_with(target, [sys.executable, str(script), endpoint, region, *ca_file])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)

@@ -1,4 +1,4 @@
-"""Run by test_external_clients under botocore 1.29 (Query protocol). Prints JSON results."""
+"""Run by test_external_clients and test_tls under botocore 1.29 (Query protocol). Prints JSON results."""
 
 import hashlib
 import json
@@ -8,9 +8,10 @@ import botocore
 import botocore.session
 
 endpoint, region = sys.argv[1], sys.argv[2]
+verify = sys.argv[3] if len(sys.argv) > 3 else None   # the CA file of an https:// endpoint
 s = botocore.session.get_session()
 assert s.get_service_model("sqs").metadata["protocol"] == "query", botocore.__version__
-c = s.create_client("sqs", endpoint_url=endpoint, region_name=region)
+c = s.create_client("sqs", endpoint_url=endpoint, region_name=region, verify=verify)
 out = {"botocore": botocore.__version__}
 url = c.create_queue(QueueName="old", Attributes={"VisibilityTimeout": "5"}, tags={"t": "1"})["QueueUrl"]
 out["url"] = url

@@ -19,7 +19,7 @@ from storage.errors import SqsError
 from storage.results import GetQueueUrlResult
 
 from elasticmq_py import Config, Server
-from elasticmq_py.config import ConfigError, DeadLetterQueue
+from elasticmq_py.config import ConfigError, DeadLetterQueue, Tls
 
 from tests.endpoint.conftest import ROOT, ServerProcess
 
@@ -65,12 +65,23 @@ def test_toml_parsing(tmp_path):
     ("[queues.a]\ndead-letter-queue = { name = 'b', max-receive-count = 1 }\n"
      "[queues.b]\ndead-letter-queue = { name = 'a', max-receive-count = 1 }", "cycle"),
     ("port = ", "Invalid value"),
+    ("[tls]\ncert-file = 'server.pem'", "tls: needs both cert-file and key-file"),
+    ("[tls]\ncert-file = 'a'\nkey-file = 'b'\nca-file = 'c'", "tls: unknown key(s) ca-file"),
+    ("[tls]\ncert-file = 1\nkey-file = 'b'", "cert-file has the wrong type"),
 ])
 def test_toml_errors(tmp_path, text, msg):
     p = tmp_path / "c.toml"
     p.write_text(text)
     with pytest.raises((ConfigError, ValueError), match=re.escape(msg)):
         Config.from_toml(p)
+
+
+def test_tls_paths_are_relative_to_the_config_file(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("[tls]\ncert-file = 'certs/server.pem'\nkey-file = '/etc/keys/server.key'\n")
+    cfg = Config.from_toml(p)
+    assert cfg.tls == Tls(str(tmp_path / "certs/server.pem"), "/etc/keys/server.key")
+    assert cfg.scheme == "https" and Config().tls is None and Config().scheme == "http"
 
 
 def test_embedded_server_without_http_creates_configured_queues(tmp_path):

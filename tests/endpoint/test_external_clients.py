@@ -3,13 +3,10 @@ protocol, as older SDKs speak it) and the AWS CLI."""
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.endpoint.external_clients import AWSCLI, OLD_BOTOCORE, ensure, run_with
-
-HERE = Path(__file__).parent
+from tests.endpoint.external_clients import AWSCLI, OLD_BOTOCORE, ensure, run_old_botocore_script, run_with
 
 pytestmark = pytest.mark.slow
 
@@ -25,9 +22,7 @@ def awscli():
 
 
 def test_query_protocol_with_botocore_1_29(server, region, old_botocore):
-    r = run_with(old_botocore, [sys.executable, str(HERE / "old_botocore_script.py"), server.url, region])
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    out = run_old_botocore_script(old_botocore, server.url, region)
     assert out["botocore"] == "1.29.165"
     assert out["url"] == f"{server.url}/000000000000/old"
     assert out["md5_ok"] and out["batch_ok"] == 3
