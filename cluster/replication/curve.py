@@ -16,8 +16,8 @@ from the secret is as strong as the trust model already in place: whoever holds 
 secret can already forge any member's frames (the MAC key) and join Raft (its password), so
 being able to compute the members' CURVE keys grants them nothing more; whoever lacks the secret
 cannot compute any of those keys (HKDF is a PRF keyed by the secret), so cannot complete a
-handshake nor read a recorded link. The short-term keys of each connection keep recorded traffic
-unreadable even to a later holder of the secret, which the secret itself would not.
+handshake nor read a recorded link. CURVE's short-term keys, fresh per connection, also keep a
+recorded link unreadable to someone who learns the secret later.
 
 A member with ``encrypt-links`` on and one with it off cannot talk: ZMTP refuses the mechanism
 mismatch at the handshake, before any frame. ``handshake_failure`` turns libzmq's monitor event
