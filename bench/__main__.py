@@ -74,6 +74,12 @@ def replication(quick: bool) -> dict:
     return replication_bench.suite(quick)
 
 
+def encryption(quick: bool) -> dict:
+    from bench import encryption_bench  # imported here: it starts real cluster processes
+
+    return encryption_bench.suite(quick)
+
+
 def durability(quick: bool) -> dict:
     from bench import durability_bench  # imported here: it starts real processes
 
@@ -107,7 +113,7 @@ def cpu_profile(quick: bool) -> dict | None:
 
 
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "durability": durability, "sim": sim, "cpu_profile": cpu_profile}
+          "encryption": encryption, "durability": durability, "sim": sim, "cpu_profile": cpu_profile}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,7 +102,7 @@ class ThroughputPart:
             for sc in self.scenarios:
                 for name in (order if rnd % 2 == 0 else order[::-1]):
                     row = self.run_one(sc, self.targets[name], rnd)
-                    self.log(f"  [{rnd + 1}/{self.sizes.rounds}] {sc.title:22} {LABEL[name]:18} {_fmt(row)}")
+                    self.log(f"  [{rnd + 1}/{self.sizes.rounds}] {sc.title:22} {LABEL.get(name, name):18} {_fmt(row)}")
         return self.summary()
 
     def summary(self) -> dict:

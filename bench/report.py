@@ -47,6 +47,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "wake-cost": rt.wake_cost,
     "master-budget": rt.master_budget,
     "cpu-model": rt.cpu_model,
+    "encryption": t.encryption,
     "durability-throughput": t.durability_throughput,
     "durability-recovery": t.durability_recovery,
     "durability-restart": t.durability_restart,

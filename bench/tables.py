@@ -217,6 +217,24 @@ def failover(results: Results) -> str:
     )
 
 
+def encryption(results: Results) -> str:
+    e = results["encryption"]
+    r, w, cfg = e["results"], e["ratios"], e["config"]
+    rows = [(label, num(r[key]["msgs_per_s_median"]), num(r[key]["msgs_per_s_best"]),
+             f"{r[key]['p50_ms_median']:.2f}", num(r[key]["all_nodes_cpu_us_per_send_median"], 1),
+             num(r[key]["master_cpu_us_per_send_median"], 1), str(r[key]["errors"]))
+            for key, label in (("encrypted", "links encrypted (CurveZMQ)"), ("clear", "links in clear text"))]
+    goal = e["goal"]
+    return block(
+        table(("3 nodes, `majority`, send 100 B", "sends/s median", "best", "p50 ms", "CPU µs/send, all nodes",
+               "master", "errors"), rows, right=(1, 2, 3, 4, 5, 6)),
+        f"Encrypted / clear, within each round: throughput {ratio_rounds(w['throughput'], pct, '')}, "
+        f"CPU per send {ratio_rounds(w['cpu_per_send'], lambda x: f'{x:.2f}', 'x')}. Goal: throughput "
+        f">= {pct(goal['throughput_ratio_at_least'])} of clear: {verdict(goal['met'])}.",
+        source(results, "encryption", f"{cfg['connections']} connections, {cfg['rounds']} rounds of "
+                                      f"{cfg['duration_s']:g} s; {loads(e['environment'])}"))
+
+
 DURABILITY_TARGETS = (("single node", "single, memory", "single, fsync always", "single"),
                       ("3 nodes, `majority`", "3 nodes, memory", "3 nodes, fsync always", "cluster"))
 

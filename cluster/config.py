@@ -9,6 +9,7 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
     cluster = "orders"            # a peer announcing another cluster name is refused
     secret = "..."                # or secret-file = "/etc/elasticmq-py/secret"
     self = "n1"
+    encrypt-links = true          # CurveZMQ on the mutation stream (the default); every member alike
 
     [[nodes]]
     name = "n1"
@@ -293,10 +294,15 @@ class ClusterConfig:
     links: Mapping[tuple[str, str], LinkAddrs] = field(default_factory=dict)
     timing: Timing = field(default_factory=Timing)
     replication: Replication = field(default_factory=Replication)
+    # CurveZMQ on the stream's links (cluster/replication/curve.py): off, bodies cross them in
+    # clear text, authenticated only. Members that disagree cannot exchange a frame.
+    encrypt_links: bool = True
 
     def __post_init__(self) -> None:
         if not self.secret:
             raise ConfigError("a cluster secret is required: cluster traffic is always authenticated")
+        if not isinstance(self.encrypt_links, bool):
+            raise ConfigError("encrypt-links must be true or false")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ConfigError(f"duplicate node names in {names}")
@@ -377,7 +383,7 @@ class NodeConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base_dir: Path | None = None) -> "NodeConfig":
         _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "replication", "node",
-                        "storage"}, "top level")
+                        "storage", "encrypt-links"}, "top level")
         secret = d.get("secret")
         if "secret-file" in d:
             if secret is not None:
@@ -406,6 +412,7 @@ class NodeConfig:
             links=links,
             timing=Timing.from_dict(d.get("timing") or {}),
             replication=Replication.from_dict(d.get("replication") or {}),
+            encrypt_links=d.get("encrypt-links", True),
         )
         local = d.get("node") or {}
         _check_keys(local, {"history", "admin", "raft-bind", "state-dir"}, "node")
@@ -443,6 +450,7 @@ class NodeConfig:
             },
             "timing": {f.name.replace("_", "-"): getattr(t, f.name) for f in fields(Timing)},
             "replication": self.cluster.replication.to_dict(),
+            "encrypt-links": self.cluster.encrypt_links,
         }
         local: dict[str, Any] = {}
         if self.history_path:

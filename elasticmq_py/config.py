@@ -48,6 +48,7 @@ The file (all keys optional)::
     name = "orders"              # a peer announcing another cluster name is refused
     self = "n1"                  # this node's name (default: node-name); becomes node-name
     secret = "..."               # or secret-file = "secret.txt" (relative to this file)
+    encrypt-links = true         # CurveZMQ on the mutation stream (default); the same on every member
     history = "n1.history.jsonl" # optional JSON-lines history of views and activity
     state-dir = "n1.state"       # durable Raft state (term, vote, log); strongly advised, see
                                  # cluster/runtime.py: without it a restarted node can vote unsafely
@@ -257,7 +258,7 @@ class _Keys:
 
 
 _CLUSTER_KEYS = {"name", "self", "secret", "secret-file", "nodes", "links", "timing", "replication",
-                 "history", "raft-bind", "admin-from", "state-dir"}
+                 "history", "raft-bind", "admin-from", "state-dir", "encrypt-links"}
 
 
 def _cluster_section(doc: Any, node_name: str | None, where: str,
@@ -273,8 +274,8 @@ def _cluster_section(doc: Any, node_name: str | None, where: str,
         raise ConfigError(f"{where}: 'self' (this node's name) is required")
     if node_name is not None and doc.get("self") not in (None, node_name):
         raise ConfigError(f"{where}: self = {doc['self']!r} contradicts node-name = {node_name!r}")
-    translated: dict[str, Any] = {k: doc[k] for k in ("secret", "secret-file", "nodes", "links", "timing", "replication")
-                                if k in doc}
+    translated: dict[str, Any] = {k: doc[k] for k in ("secret", "secret-file", "nodes", "links", "timing", "replication",
+                                                      "encrypt-links") if k in doc}
     translated["self"] = self_name
     if "name" in doc:
         translated["cluster"] = doc["name"]
@@ -377,6 +378,7 @@ def server_toml(node: NodeConfig, *, host: str, port: int, limits: str | None = 
         cluster["links"] = d["links"]
     cluster["timing"] = d["timing"]
     cluster["replication"] = d["replication"]
+    cluster["encrypt-links"] = d["encrypt-links"]
     top: dict[str, Any] = {"host": host, "port": port}
     if limits is not None:
         top["limits"] = limits

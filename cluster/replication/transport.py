@@ -1,4 +1,5 @@
-"""The mutation stream's transport: authenticated frames over ZeroMQ/TCP, on the node's event loop.
+"""The mutation stream's transport: authenticated frames over encrypted ZeroMQ/TCP links, on the
+node's event loop.
 
 Sockets. Every node binds one ROUTER on its stream address and, for each peer, connects one
 DEALER to the address ``ClusterConfig.dial_stream(self, peer)`` gives for that directed link.
@@ -9,6 +10,12 @@ trusted: the name inside the authenticated frame (cluster/replication/wire.py) i
 and a frame whose ZeroMQ identity disagrees with it is refused. ROUTER_HANDOVER lets a
 restarted peer take over its identity from a connection libzmq has not yet noticed is dead
 (the default would silently drop the newcomer's frames).
+
+Encryption. With ``encrypt_links`` (the default) the ROUTER is a CURVE server and each DEALER a
+CURVE client, keys derived from the cluster secret (cluster/replication/curve.py): no byte of a
+frame crosses the network in clear. Each DEALER has a monitor socket on the loop too, so a
+handshake that fails (a peer with encryption off, or another secret) is counted and logged with
+its cause instead of leaving the link silently dead.
 
 Event loop. The ROUTER is a plain socket whose notification fd (ZMQ_FD) is registered with
 ``loop.add_reader``; each wake-up drains it with NOBLOCK receives until EAGAIN. That fd is
@@ -46,8 +53,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from cluster.config import Address, ClusterConfig, Timing
+from cluster.replication.curve import HANDSHAKE_EVENTS, LinkCrypto, handshake_failure
 from cluster.replication.wire import DEFAULT_MAX_FRAME, AuthenticationError, WireCodec, WireError
 
 log = logging.getLogger("cluster.replication.transport")
@@ -81,6 +90,7 @@ class _Peer:
     name: str
     dial: Address | None = None
     sock: zmq.Socket | None = None
+    monitor: zmq.Socket | None = None  # the DEALER's handshake failures
     last_rx: float | None = None       # last authenticated frame from it
     frames_in: int = 0
     frames_out: int = 0
@@ -124,6 +134,7 @@ class StreamTransport:
         self.draining = False       # frames are being handed to on_frame; on_drained follows
         self._clock = clock
         self.codec = WireCodec(config.name, config.secret, self_name, max_frame=self.timing.max_frame)
+        self.crypto = LinkCrypto(config.secret, self_name, config.encrypt_links)
         self.peers: dict[str, _Peer] = {}
         self.refused: dict[str, int] = {}
         self.bound: Address | None = None
@@ -144,6 +155,7 @@ class StreamTransport:
         router.setsockopt(zmq.MAXMSGSIZE, self.timing.max_frame + 1024)
         router.setsockopt(zmq.RCVHWM, max(self.timing.sndhwm, 1000))
         self._set_zmtp_heartbeat(router)
+        self.crypto.server(router)
         if ":" in self._bind.host:
             router.setsockopt(zmq.IPV6, 1)
         port = "*" if self._bind.port == 0 else str(self._bind.port)
@@ -156,8 +168,8 @@ class StreamTransport:
         self._router = router
         endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
         self.bound = Address.parse(endpoint.removeprefix("tcp://"))
-        self.update_config(self._config)
         loop = self._loop = asyncio.get_running_loop()
+        self.update_config(self._config)
         self._router_fd = router.getsockopt(zmq.FD)
         loop.add_reader(self._router_fd, self._readable)
         loop.call_soon(self._readable)   # anything that arrived before the fd was watched
@@ -168,9 +180,7 @@ class StreamTransport:
             self._loop.remove_reader(self._router_fd)
             self._router_fd = None
         for p in self.peers.values():
-            if p.sock is not None:
-                p.sock.close(0)
-                p.sock = None
+            self._close_dealer(p)
         if self._router is not None:
             self._router.close(0)
             self._router = None
@@ -184,9 +194,7 @@ class StreamTransport:
         wanted = {n.name for n in config.nodes if n.name != self.self_name}
         for name in list(self.peers):
             if name not in wanted:
-                p = self.peers.pop(name)
-                if p.sock is not None:
-                    p.sock.close(0)
+                self._close_dealer(self.peers.pop(name))
         for name in sorted(wanted):
             p = self.peers.setdefault(name, _Peer(name))
             dial = config.dial_stream(self.self_name, name)
@@ -194,12 +202,10 @@ class StreamTransport:
                 dial = None          # a peer whose port is not known yet (bound later)
             if dial == p.dial and (p.sock is not None or dial is None):
                 continue
-            if p.sock is not None:
-                p.sock.close(0)
-                p.sock = None
+            self._close_dealer(p)
             p.dial = dial
             if dial is not None and self._ctx is not None:
-                p.sock = self._dealer(dial)
+                self._dealer(p, dial)
 
     # -- sending -----------------------------------------------------------------------------------
 
@@ -241,7 +247,7 @@ class StreamTransport:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _dealer(self, dial: Address) -> zmq.Socket:
+    def _dealer(self, p: _Peer, dial: Address) -> None:
         assert self._ctx is not None
         s = self._ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
@@ -251,10 +257,40 @@ class StreamTransport:
         s.setsockopt(zmq.RECONNECT_IVL_MAX, max(1, int(self.timing.reconnect_max * 1000)))
         s.setsockopt(zmq.IDENTITY, self.self_name.encode())
         self._set_zmtp_heartbeat(s)
+        self.crypto.client(s, p.name)
         if ":" in dial.host:
             s.setsockopt(zmq.IPV6, 1)
+        p.sock = s
+        if self._loop is not None:
+            p.monitor = s.get_monitor_socket(HANDSHAKE_EVENTS)
+            self._loop.add_reader(p.monitor.getsockopt(zmq.FD), self._handshake_events, p)
+            self._loop.call_soon(self._handshake_events, p)   # edge-triggered: arm it
         s.connect(f"tcp://{_host(dial.host)}:{dial.port}")
-        return s
+
+    def _close_dealer(self, p: _Peer) -> None:
+        if p.monitor is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(p.monitor.getsockopt(zmq.FD))
+            if p.sock is not None:
+                p.sock.disable_monitor()
+            p.monitor.close(0)
+            p.monitor = None
+        if p.sock is not None:
+            p.sock.close(0)
+            p.sock = None
+
+    def _handshake_events(self, p: _Peer) -> None:
+        """The DEALER's monitor has news: each event is a handshake with the peer that failed.
+        Drained until nothing is left, as the ROUTER is (its fd is edge-triggered too)."""
+        mon = p.monitor
+        while mon is not None and mon.getsockopt(_EVENTS) & _POLLIN:
+            try:
+                ev = parse_monitor_message(mon.recv_multipart(_NOBLOCK))
+            except zmq.Again:
+                return
+            why = handshake_failure(int(ev["event"]), int(ev["value"]), p.name, self.crypto.enabled)
+            self.refused["handshake_failed"] = self.refused.get("handshake_failed", 0) + 1
+            self._rlog.warn(f"handshake-{p.name}", self._clock(), "stream: link to %s refused: %s", p.name, why)
 
     def _set_zmtp_heartbeat(self, s: zmq.Socket) -> None:
         # ZMTP pings close half-open TCP connections, so libzmq reconnects instead of waiting on a

@@ -87,11 +87,13 @@ class Heartbeat:
     hears_you: bool
 
 
-def derive_key(secret: str | bytes) -> bytes:
-    """HKDF-SHA256(secret, salt=_SALT, info=_INFO), 32 bytes (RFC 5869 extract-then-expand)."""
+def derive_key(secret: str | bytes, info: bytes = _INFO) -> bytes:
+    """HKDF-SHA256(secret, salt=_SALT, info), 32 bytes (RFC 5869 extract-then-expand). Each use
+    of the cluster secret names itself in ``info``: the stream's MAC key is ``_INFO``'s, the
+    CURVE keys (cluster/replication/curve.py) have their own."""
     ikm = secret.encode() if isinstance(secret, str) else bytes(secret)
     prk = hmac.new(_SALT, ikm, hashlib.sha256).digest()
-    return hmac.new(prk, _INFO + b"\x01", hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
 
 # --- field schemas: generic over the dataclasses of FRAME_TYPES ------------------------------

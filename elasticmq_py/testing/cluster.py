@@ -289,6 +289,7 @@ class Cluster:
     secret: str = "test-secret"
     secrets: dict[str, str] = field(default_factory=dict)   # per-node override (wrong-secret test)
     replication_config: dict[str, Any] = field(default_factory=dict)   # [cluster.replication] keys
+    encrypt_links: bool = True   # [cluster] encrypt-links
     limits: str = "strict"
     cluster_for: dict[str, list[str]] = field(default_factory=dict)  # per-node member list (join test)
     # A data-dir per node (tmp/NAME.data) with this fsync policy; None: in memory, Raft's state
@@ -337,7 +338,8 @@ class Cluster:
                         self.proxies[(a.name, b.name)] = px
                         links[(a.name, b.name)] = LinkAddrs(raft=Address("127.0.0.1", px.raft.port),
                                                             stream=Address("127.0.0.1", px.stream.port))
-        self.cluster = ClusterConfig("test", self.secret, tuple(self.specs), links, self.timing)
+        self.cluster = ClusterConfig("test", self.secret, tuple(self.specs), links, self.timing,
+                                     encrypt_links=self.encrypt_links)
 
     def _make_net(self, plan: list[tuple[NodeSpec, NodeSpec, dict[str, int]]]) -> None:
         try:
@@ -368,7 +370,7 @@ class Cluster:
         cluster = ClusterConfig(cluster.name, self.secrets.get(name, cluster.secret),
                                 tuple(s for s in cluster.nodes if s.name in members),
                                 {k: v for k, v in cluster.links.items() if set(k) <= members}, cluster.timing,
-                                Replication.from_dict(self.replication_config))
+                                Replication.from_dict(self.replication_config), cluster.encrypt_links)
         if self.fsync is not None:
             return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"),
                               durability=Durability(str(self.tmp / f"{name}.data"), self.fsync))

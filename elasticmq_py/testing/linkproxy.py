@@ -1,6 +1,7 @@
 """A small TCP proxy for one directed link, run on a background asyncio loop. `cut()` drops live
 connections and refuses new ones (like Toxiproxy's enabled=false, but the port stays reserved);
-`heal()` lets connections through again. The chaos tests put the Toxiproxy-API server on their
+`heal()` lets connections through again; after `record()` it keeps every byte it carries, both
+directions, in `recorded` (what an eavesdropper on the link would see). The chaos tests put the Toxiproxy-API server on their
 links instead; the process tests need only cut and heal, and this costs them no server."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class LinkProxy:
         self.name = name
         self.target = (target_host, target_port)
         self.enabled = True
+        self.recorded: bytearray | None = None
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = loop.call(self._start())
@@ -61,6 +63,8 @@ class LinkProxy:
                     data = await r.read(65536)
                     if not data:
                         break
+                    if self.recorded is not None:
+                        self.recorded += data
                     w.write(data)
                     await w.drain()
             except (OSError, asyncio.CancelledError):
@@ -79,6 +83,9 @@ class LinkProxy:
 
     async def _heal(self) -> None:
         self.enabled = True
+
+    def record(self) -> None:
+        self.recorded = bytearray()
 
     def cut(self) -> None:
         self.loop.call(self._cut())

@@ -15,7 +15,7 @@ from cluster.config import Address, NodeSpec
 from cluster.status import NodeStatus
 from elasticmq_py import cli
 from elasticmq_py.admin import ClusterAdmin
-from elasticmq_py.config import Config, ConfigError
+from elasticmq_py.config import Config, ConfigError, server_toml
 from elasticmq_py.protocol.wire import HttpRequest
 from elasticmq_py.server import Server
 
@@ -58,6 +58,15 @@ def test_cluster_section_uses_cluster_config_types(tmp_path):
     assert cfg.admin_from == ("10.0.0.0/8",)
 
 
+def test_links_are_encrypted_unless_the_cluster_section_says_otherwise(tmp_path):
+    assert _load(tmp_path, CLUSTER_TOML).cluster.cluster.encrypt_links is True
+    off = CLUSTER_TOML.replace('secret = "s3"', 'secret = "s3"\nencrypt-links = false')
+    node = _load(tmp_path, off).cluster
+    assert node.cluster.encrypt_links is False
+    again = _load(tmp_path, server_toml(node, host="127.0.0.1", port=0)).cluster
+    assert again.cluster.encrypt_links is False, "the written [cluster] keeps the setting"
+
+
 def test_without_cluster_section_nothing_changes(tmp_path):
     cfg = _load(tmp_path, 'port = 1234\n')
     assert cfg.cluster is None and cfg.admin_from == ("127.0.0.1/32", "::1/128")
@@ -71,6 +80,8 @@ def test_without_cluster_section_nothing_changes(tmp_path):
     (lambda t: t.replace('lease = 0.12', 'lease = 0.5'), "unsafe"),
     (lambda t: t.replace('raft = "127.0.0.1:20002"', 'raft = "nowhere"'), "host:port"),
     (lambda t: t.replace('["10.0.0.0/8"]', '["not-an-address"]'), "admin-from"),
+    (lambda t: t.replace('secret = "s3"', 'secret = "s3"\nencrypt-links = "no"'), "encrypt-links must be true or false"),
+    (lambda t: t.replace('secret = "s3"', 'secret = "s3"\nencrypt-link = false'), "unknown key"),
 ])
 def test_cluster_section_errors(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):

@@ -1,5 +1,6 @@
-"""The mutation stream's transport alone, on real ZeroMQ sockets on 127.0.0.1: authentication and
-refusals, hostile input, per-link dial addresses, and draining bursts in bounded wake-ups.
+"""The mutation stream's transport alone, on real ZeroMQ sockets on 127.0.0.1: CURVE on the links,
+authentication and refusals, hostile input, per-link dial addresses, and draining bursts in
+bounded wake-ups.
 (The node runtime above it, with liveness and the protocol, is tests/cluster/test_replicated.py.)
 
 Transports first bind port 0, then every one is given the real addresses (and the per-link dial
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import socket
 from typing import Any, Awaitable, Callable
@@ -43,18 +45,21 @@ async def eventually(pred: Callable[[], bool], timeout: float = 5.0, what: str =
         await asyncio.sleep(0.01)
 
 
-def config(bound: dict[str, Address] | None = None, links: dict | None = None, secret: str = SECRET) -> ClusterConfig:
+def config(bound: dict[str, Address] | None = None, links: dict | None = None, secret: str = SECRET,
+           encrypt: bool = True) -> ClusterConfig:
     bound = bound or {}
     return ClusterConfig("test", secret, tuple(NodeSpec(n, Address("127.0.0.1", 1), bound.get(n, LOCAL))
-                                               for n in NAMES), links=links or {})
+                                               for n in NAMES), links=links or {}, encrypt_links=encrypt)
 
 
 class Transports:
     """n1..n3 transports, recording every frame they receive."""
 
-    def __init__(self) -> None:
+    def __init__(self, encrypt: bool = True) -> None:
+        self.encrypt = encrypt
         self.got: dict[str, list[tuple[str, Any]]] = {n: [] for n in NAMES}
-        self.t = {n: StreamTransport(config(), n, on_frame=lambda s, f, n=n: self.got[n].append((s, f)),
+        self.t = {n: StreamTransport(config(encrypt=encrypt), n,
+                                     on_frame=lambda s, f, n=n: self.got[n].append((s, f)),
                                      timing=FAST, bind=LOCAL) for n in NAMES}
         self.bound: dict[str, Address] = {}
 
@@ -65,7 +70,7 @@ class Transports:
 
     def link(self, links: dict | None = None) -> None:
         for tr in self.t.values():
-            tr.update_config(config(self.bound, links))
+            tr.update_config(config(self.bound, links, encrypt=self.encrypt))
 
     async def reaches(self, a: str, b: str) -> None:
         """Frames from a arrive at b (a DEALER connects asynchronously: send until one lands)."""
@@ -83,11 +88,14 @@ class Transports:
             await tr.close()
 
 
+# The MAC's refusals are tested on links without CURVE, where any bytes reach the codec: with
+# CURVE a sender without the secret fails at the handshake already (tests further down).
+
 @run
 async def test_frames_signed_with_another_secret_are_refused_and_counted():
-    c = Transports()
+    c = Transports(encrypt=False)
     await c.start()
-    rogue = StreamTransport(config(c.bound, secret="not the secret"), "n1", on_frame=lambda *_: None,
+    rogue = StreamTransport(config(c.bound, secret="not the secret", encrypt=False), "n1", on_frame=lambda *_: None,
                             timing=FAST, bind=LOCAL)
     try:
         await rogue.start()
@@ -105,7 +113,7 @@ async def test_frames_signed_with_another_secret_are_refused_and_counted():
 
 @run
 async def test_garbage_and_impersonation_do_not_crash_the_router():
-    c = Transports()
+    c = Transports(encrypt=False)
     await c.start()
     ctx = zmq.Context()
     d = ctx.socket(zmq.DEALER)
@@ -148,6 +156,7 @@ class Forwarder:
     def __init__(self, target: Address) -> None:
         self.target = target
         self.bytes = 0
+        self.seen = bytearray()   # every byte, both directions
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -167,6 +176,7 @@ class Forwarder:
             try:
                 while data := await r.read(65536):
                     self.bytes += len(data)
+                    self.seen += data
                     w.write(data)
                     await w.drain()
             except (OSError, asyncio.CancelledError):
@@ -270,3 +280,78 @@ async def test_the_end_of_each_drain_is_reported_once_after_its_frames():
     finally:
         await a.close()
         await b.close()
+
+
+# -- CURVE on the links -------------------------------------------------------------------------
+
+async def _pair_through_forwarder(encrypt: bool) -> tuple[Transports, Forwarder]:
+    c = Transports(encrypt=encrypt)
+    for n, tr in c.t.items():
+        c.bound[n] = await tr.start()
+    fwd = Forwarder(c.bound["n2"])
+    c.link({("n1", "n2"): LinkAddrs(stream=await fwd.start())})
+    return c, fwd
+
+
+@run
+async def test_with_curve_no_byte_of_a_frame_crosses_the_link_in_clear():
+    marker = b"a body no eavesdropper may read"
+    for encrypt in (True, False):
+        c, fwd = await _pair_through_forwarder(encrypt)
+        try:
+            assert c.t["n1"].crypto.enabled is encrypt
+            await c.reaches("n1", "n2")
+            assert c.t["n1"].send("n2", Batch(1, 7, 1, marker))
+            await eventually(lambda: any(type(f) is Batch and f.mutations == marker for _, f in c.got["n2"]),
+                             what="the batch delivered")
+            assert (marker in fwd.seen) is not encrypt, f"encrypt={encrypt}: marker in the recorded bytes"
+        finally:
+            await fwd.close()
+            await c.close()
+
+
+@run
+async def test_a_member_without_encryption_is_refused_at_the_handshake_and_told_why(caplog):
+    caplog.set_level(logging.WARNING, "cluster.replication.transport")
+    c = Transports()   # n1..n3 encrypt
+    await c.start()
+    plain = StreamTransport(config(c.bound, encrypt=False), "n1", on_frame=lambda *_: None, timing=FAST, bind=LOCAL)
+    try:
+        plain_at = await plain.start()
+        c.t["n2"].update_config(config({**c.bound, "n1": plain_at}))
+
+        def refused_both_ways() -> bool:
+            plain.send("n2", Batch(1, 1, 1, b"x"))
+            return (plain.refused.get("handshake_failed", 0) >= 1
+                    and c.t["n2"].refused.get("handshake_failed", 0) >= 1)
+        await eventually(refused_both_ways, 5, "the failed handshake counted at both ends")
+        assert not any(type(f) is Batch for _, f in c.got["n2"])
+        said = [r.getMessage() for r in caplog.records]
+        # each end names the peer and the setting (which end learns ZMTP's "mechanism mismatch"
+        # and which is only dropped mid-handshake depends on timing)
+        assert any("link to n2 refused" in m and "encrypt-links" in m for m in said), said
+        assert any("link to n1 refused" in m and "encrypt-links" in m for m in said), said
+    finally:
+        await plain.close()
+        await c.close()
+
+
+@run
+async def test_with_curve_a_sender_with_another_secret_fails_the_handshake():
+    c = Transports()
+    await c.start()
+    rogue = StreamTransport(config(c.bound, secret="not the secret"), "n1", on_frame=lambda *_: None,
+                            timing=FAST, bind=LOCAL)
+    try:
+        await rogue.start()
+
+        def failed() -> bool:
+            rogue.send("n2", Batch(1, 1, 1, b"forged"))
+            return rogue.refused.get("handshake_failed", 0) >= 1
+        await eventually(failed, 5, "the failed handshake counted")
+        assert not any(type(f) is Batch for _, f in c.got["n2"])
+        assert c.t["n2"].refused.get("unauthenticated", 0) == 0, "nothing of it reached the MAC"
+        await c.reaches("n1", "n2")
+    finally:
+        await rogue.close()
+        await c.close()
