@@ -9,8 +9,9 @@ Layout of one ZeroMQ message::
 
 ``mac = HMAC-SHA256(stream_key, u16 len | cluster | u16 len | recipient | everything before mac)``.
 
-* The sender's name is inside the authenticated part, so a member holding the secret still
-  cannot pass its frames off as another member's by changing the name; the ZeroMQ routing
+* The sender's name is inside the authenticated part, so nobody without the secret can change
+  it in transit. Every member holds the same key, so the MAC does not tell members apart: whoever
+  holds the secret is trusted as any member, as with pysyncobj's password. The ZeroMQ routing
   identity is never trusted (the transport only checks it agrees).
 * The cluster name and the recipient's name are authenticated but not sent: a frame of another
   cluster with the same secret, or a frame captured on one link and replayed to another member,
