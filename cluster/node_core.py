@@ -14,7 +14,7 @@ what no runtime may:
   producers (SendMessage and SendMessageBatch) are refused with ``Throttled`` before anything
   runs.
 * **Per-queue ack policies.** A queue tagged ``elasticmq-py:ack-policy`` is replicated under that
-  policy; the cluster's otherwise.
+  policy; the cluster's otherwise (cluster/queue_policies.py).
 * **The abandon delay.** When the node stops being active, operations still waiting for their
   ack policy are not failed at once: a lapse under load can be a few heartbeats long, and an
   operation whose batch a majority acks meanwhile is as durable as any (no minority can collect
@@ -50,10 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from storage import Storage
-from storage.commands import (
-    Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue, Tick,
-    UntagQueue,
-)
+from storage.commands import Command, SendMessage, SendMessageBatch, Tick
 from storage.errors import SqsError
 
 from cluster import decisions
@@ -70,6 +67,7 @@ from cluster.node_actions import (
     Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
+from cluster.queue_policies import TAG_CHANGES, QueuePolicies
 from cluster.replication.core import (
     Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
 )
@@ -81,33 +79,16 @@ from cluster.replication.messages import (
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
 
-POLICY_TAG = "elasticmq-py:ack-policy"
 REPLICATION_GATE = "replication"
 STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
 FORWARD_IDS_KEPT = 10_000     # per forwarder: far more than can be in flight within the forward timeout
 PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
 
 _PRODUCERS = (SendMessage, SendMessageBatch)
-_TAG_CHANGES = (CreateQueue, DeleteQueue, TagQueue, UntagQueue)
 _INTERNAL = object()          # the token of the master's own Tick operations
 
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
 BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled", "ack-before-fsync"})
-
-
-class _Policies(dict):
-    """Each queue's ack policy (its tag, or the default), and the last one looked up."""
-
-    __slots__ = ("last_key", "last")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_key: QueueKey | None = None
-        self.last: Any = None
-
-    def clear(self) -> None:
-        super().clear()
-        self.last_key = self.last = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +146,7 @@ class NodeCore:
                                      keepalive=t.keepalive, dead_after=t.connection_timeout)
         self.throttling = False
         self.rejected = 0
-        self._policies = _Policies()
+        self._policies = QueuePolicies(settings.policy)
         # op id -> (token, result, changed, the error to answer instead of the result)
         self._pending: dict[int, tuple[Any, Any, bool, SqsError | None]] = {}
         self._op_ids = itertools.count(1)
@@ -304,7 +285,7 @@ class NodeCore:
             out.append(Answer(token, None, Throttled(
                 "a replica lags too far behind; the master slows producers until it catches up")))
             return out
-        policy = self._policy_for(command, out)
+        policy = self._policies.of(command, self.replication.storage, out)
         error: SqsError | None = None
         try:
             result, mutations = self.replication.storage.execute(command)
@@ -315,7 +296,7 @@ class NodeCore:
             # It failed after changing the state (a storage bug): the replicas must get the same
             # change; its client gets the error once they have it.
             result, mutations, error = None, list(e.applied), e
-        if mutations and isinstance(command, _TAG_CHANGES):
+        if mutations and isinstance(command, TAG_CHANGES):
             self._policies.clear()   # rare: the next command of each queue reads its tags again
         # Every operation goes through the stream, those without mutations too: a FIFO send that
         # deduplication turns into a no-op answers with a message only this master may hold yet,
@@ -745,32 +726,6 @@ class NodeCore:
             if not self._flush_due:
                 self._flush_due = True
                 out.append(FlushDue())
-
-    def _policy_for(self, command: Command, out: list[Action]) -> AckPolicy:
-        key = getattr(command, "queue", None)
-        if key is None:
-            return self.settings.policy
-        policies = self._policies
-        if key is policies.last_key:
-            # The endpoint reuses one QueueKey per queue URL: no hash (a Python call) per operation
-            return policies.last
-        p = policies.get(key)
-        if p is None:
-            p = self.settings.policy
-            try:
-                tags, _ = self.replication.storage.execute(ListQueueTags(key))
-            except SqsError:
-                tags = None   # no such queue: the command fails the same way; the default is moot
-            value = tags.tags.get(POLICY_TAG) if tags is not None else None
-            if value is not None:
-                try:
-                    p = AckPolicy(value.strip().lower())
-                except ValueError:
-                    out.append(Warn(f"queue {key.name}: tag {POLICY_TAG}={value!r} is not an ack policy; "
-                                    f"using {p.value}"))
-            policies[key] = p
-        policies.last_key, policies.last = key, p
-        return p
 
     def _progress_line(self, now: float, out: list[Action]) -> None:
         """The master's `replication` history line: each replica's acknowledged position and lag,

@@ -23,7 +23,8 @@ from cluster.node_actions import (
     Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Refuse, ServeForwarded,
     ServingChanged, ToRaft, TransferLeadership, Warn,
 )
-from cluster.node_core import POLICY_TAG, CoreSettings, NodeCore
+from cluster.node_core import CoreSettings, NodeCore
+from cluster.queue_policies import POLICY_TAG
 from cluster.replication.core import TransferSettings
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send
