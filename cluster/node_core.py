@@ -32,6 +32,9 @@ what no runtime may:
 * **Forwarding.** Gating says where a request goes; the requests this node forwarded wait in
   ``Forwards`` (cluster/forwards.py) until answered or failed; a request forwarded to this node
   runs once, however often its frame arrives.
+* **The truncate marker.** A member amnesiac because `journal truncate` dropped entries it had
+  fsynced has the marker removed (``ForgetDropped``) once its amnesia clears and its journal
+  holds, durably, what it caught up to.
 * The master's time acting through replicated ``Tick`` commands, and the master's
   ``replication`` history line.
 
@@ -63,8 +66,8 @@ from cluster.membership import (
     Record, StepDown, TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
-    LOCAL, Action, Answer, FenceDone, FlushDue, ForwardFailed, ForwardTo, MayStand, Persist, PersistReset, Refuse,
-    Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    LOCAL, Action, Answer, FenceDone, FlushDue, ForgetDropped, ForwardFailed, ForwardTo, MayStand, Persist,
+    PersistReset, Refuse, Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
 from cluster.queue_policies import TAG_CHANGES, QueuePolicies
@@ -111,18 +114,21 @@ class CoreSettings:
     snapshot_blob_records: int = RECORDS_PER_BLOB
 
 
-def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False) -> bool:
+def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False,
+                      entries_dropped: bool = False) -> bool:
     """Whether a node starts amnesiac (replication/core.py): its Raft state says it was a member
     (``restarted``), and what it acknowledged then may be gone. Only a journal with
     ``fsync = always`` (``fsync`` None: no journal) keeps all of it, and only a journal that was
-    there before: a lost data-dir is a lost memory."""
-    return restarted and not (fsync == "always" and journal_existed)
+    there before, whole: a lost data-dir is a lost memory, and so are the fsynced entries that
+    `journal truncate` dropped from a damaged one (``entries_dropped``: its marker is there)."""
+    return restarted and not (fsync == "always" and journal_existed and not entries_dropped)
 
 
 class NodeCore:
     def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
                  new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,
-                 log: ReplicationLog | None = None, bugs: frozenset[str] = frozenset()) -> None:
+                 entries_dropped: bool = False, log: ReplicationLog | None = None,
+                 bugs: frozenset[str] = frozenset()) -> None:
         all_bugs = check_bugs(bugs)
         self.bugs = all_bugs & BUGS
         self.name = name
@@ -173,6 +179,10 @@ class NodeCore:
         self._durable_parts: dict[str, Ack] = {}        # durable acks a newer one displaced, for the flush
         self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
+        # the journal holds `journal truncate`'s marker (``entries_dropped``): once amnesia clears,
+        # it goes (ForgetDropped) when the journal holds the log up to ``_forget_at`` durably
+        self._entries_dropped = entries_dropped
+        self._forget_at: int | None = None
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
                                    settings.snapshot_blob_records)
 
@@ -598,6 +608,8 @@ class NodeCore:
             elif t is Note:
                 if a.event == "transfer-finished":
                     self.last_transfer_at = now
+                elif a.event == "caught-up" and self._entries_dropped:
+                    self._forget_at = self.replication.log.last_seq
                 # started_ms is this node's clock: meaningless to a reader of the history
                 out.append(Record(now, a.event.replace("-", "_"),
                                   {k: v for k, v in a.fields.items() if k != "started_ms"}))
@@ -612,7 +624,19 @@ class NodeCore:
             if held:
                 reset = next(tok for tok, _, is_reset in reversed(self._unpersisted) if is_reset)
                 self._held_snapshot_acks += [(reset, send) for send in held]
+            if self._forget_at is not None:
+                self._forget_check(self._forget_at, out)
         self._serving_check(now, out)
+
+    def _forget_check(self, caught_up_at: int, out: list[Action]) -> None:
+        """The marker goes once the journal holds what amnesia cleared with: removed earlier, a
+        crash could leave a journal without entries this node acknowledged, and no marker."""
+        durable = self.replication.durable_seq
+        if self._resets_pending or self.journal_error is not None or (durable is not None and durable < caught_up_at):
+            return
+        self._entries_dropped = False
+        self._forget_at = None
+        out.append(ForgetDropped())
 
     def _journal(self, out: list[Action]) -> None:
         """Hand what the log took since the last call to the journal, in order."""
