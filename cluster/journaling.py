@@ -1,5 +1,5 @@
 """A node's journal bound to its event loop: recovery at start, the writer thread, and the
-journal actions of the node cores (Persist, PersistReset, Snapshot) carried out.
+journal actions of the node cores (Persist, PersistReset, Snapshot, ForgetDropped) carried out.
 
 Both a cluster member (cluster/replicated.py) and a journaled single node
 (elasticmq_py/durable.py) use it. Every decision (what to persist, when an ack, an answer or a
@@ -24,7 +24,7 @@ from cluster.config import Durability
 from cluster.journal.disk import OsDisk
 from cluster.journal.journal import Journal, Recovery
 from cluster.journal.writer import JournalWriter
-from cluster.node_actions import Persist, PersistReset
+from cluster.node_actions import ForgetDropped, Persist, PersistReset
 from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.replica import MUTATION_TYPES
 
@@ -45,6 +45,7 @@ class Recovered:
     messages: int
     snapshot_seq: int | None
     truncated: str | None    # a torn tail dropped at start
+    entries_dropped: bool    # `journal truncate` dropped fsynced entries (its marker is there)
 
 
 def rebuild(rec: Recovery, new_storage: Callable[[], Storage],
@@ -86,7 +87,10 @@ def open_journal(durability: Durability, new_storage: Callable[[], Storage],
                            f"({type(e).__name__}: {e}); see `elasticmq-py journal check`") from e
     recovered = Recovered(storage, rlog, existed, time.monotonic() - started, len(rec.entries),
                           storage.message_count(), rec.snapshot.at_seq if rec.snapshot is not None else None,
-                          rec.truncated)
+                          rec.truncated, rec.entries_dropped)
+    if rec.entries_dropped:
+        log.warning("journal %s: `journal truncate` dropped entries this node may have acknowledged: "
+                    "a cluster member starts amnesiac until a serving master has brought it up to date", where)
     log.info("journal %s: recovered %d messages (snapshot at seq %s, %d entries replayed, log at seq %d) in %.2f s",
              where, recovered.messages, recovered.snapshot_seq, recovered.entries, rlog.last_seq, recovered.seconds)
     return journal, recovered
@@ -126,6 +130,8 @@ class JournalBinding:
                 for blob in action.blobs:
                     snap.add(blob)
                 snap.finish(action.end_seq, self._snapshot_done)
+            elif t is ForgetDropped:
+                self.writer.forget_dropped()
         except Exception as e:   # a writer that failed refuses more: the core hears it once
             self._error(e)
 
@@ -181,5 +187,5 @@ def journal_status(binding: JournalBinding, recovered: Recovered | None) -> dict
     if recovered is not None:
         d["recovery"] = {"seconds": round(recovered.seconds, 3), "messages": recovered.messages,
                          "entries": recovered.entries, "snapshot_seq": recovered.snapshot_seq,
-                         "truncated": recovered.truncated}
+                         "truncated": recovered.truncated, "entries_dropped": recovered.entries_dropped}
     return d

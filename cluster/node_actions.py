@@ -141,6 +141,13 @@ class PersistReset:
 
 
 @dataclass(frozen=True, slots=True)
+class ForgetDropped:
+    """The node, amnesiac because `journal truncate` dropped entries it may have acknowledged,
+    was brought up to date and its journal holds that durably: remove the truncate's marker
+    (``Journal.forget_dropped``), so that the next restart is not amnesiac."""
+
+
+@dataclass(frozen=True, slots=True)
 class FlushDue:
     """Call ``flush`` at the end of this turn of the loop, or (``at``, this core's clock in
     seconds) at that time."""
@@ -149,4 +156,5 @@ class FlushDue:
 
 
 Action = Union[Send, Answer, ForwardAnswered, ForwardFailed, ServeForwarded, ToRaft, ServingChanged,
-               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected, Persist, PersistReset, Snapshot]
+               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected, Persist, PersistReset, Snapshot,
+               ForgetDropped]

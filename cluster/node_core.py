@@ -14,7 +14,7 @@ what no runtime may:
   producers (SendMessage and SendMessageBatch) are refused with ``Throttled`` before anything
   runs.
 * **Per-queue ack policies.** A queue tagged ``elasticmq-py:ack-policy`` is replicated under that
-  policy; the cluster's otherwise.
+  policy; the cluster's otherwise (cluster/queue_policies.py).
 * **The abandon delay.** When the node stops being active, operations still waiting for their
   ack policy are not failed at once: a lapse under load can be a few heartbeats long, and an
   operation whose batch a majority acks meanwhile is as durable as any (no minority can collect
@@ -32,6 +32,9 @@ what no runtime may:
 * **Forwarding.** Gating says where a request goes; the requests this node forwarded wait in
   ``Forwards`` (cluster/forwards.py) until answered or failed; a request forwarded to this node
   runs once, however often its frame arrives.
+* **The truncate marker.** A member amnesiac because `journal truncate` dropped entries it had
+  fsynced has the marker removed (``ForgetDropped``) once its amnesia clears and its journal
+  holds, durably, what it caught up to.
 * The master's time acting through replicated ``Tick`` commands, and the master's
   ``replication`` history line.
 
@@ -50,10 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from storage import Storage
-from storage.commands import (
-    Command, CreateQueue, DeleteQueue, ListQueueTags, QueueKey, SendMessage, SendMessageBatch, TagQueue, Tick,
-    UntagQueue,
-)
+from storage.commands import Command, SendMessage, SendMessageBatch, Tick
 from storage.errors import SqsError
 
 from cluster import decisions
@@ -66,10 +66,11 @@ from cluster.membership import (
     Record, StepDown, TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
-    LOCAL, Action, Answer, FenceDone, FlushDue, ForwardFailed, ForwardTo, MayStand, Persist, PersistReset, Refuse,
-    Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    LOCAL, Action, Answer, FenceDone, FlushDue, ForgetDropped, ForwardFailed, ForwardTo, MayStand, Persist,
+    PersistReset, Refuse, Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
+from cluster.queue_policies import TAG_CHANGES, QueuePolicies
 from cluster.replication.core import (
     Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
 )
@@ -81,33 +82,16 @@ from cluster.replication.messages import (
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
 
-POLICY_TAG = "elasticmq-py:ack-policy"
 REPLICATION_GATE = "replication"
 STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
 FORWARD_IDS_KEPT = 10_000     # per forwarder: far more than can be in flight within the forward timeout
 PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
 
 _PRODUCERS = (SendMessage, SendMessageBatch)
-_TAG_CHANGES = (CreateQueue, DeleteQueue, TagQueue, UntagQueue)
 _INTERNAL = object()          # the token of the master's own Tick operations
 
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
 BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled", "ack-before-fsync"})
-
-
-class _Policies(dict):
-    """Each queue's ack policy (its tag, or the default), and the last one looked up."""
-
-    __slots__ = ("last_key", "last")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_key: QueueKey | None = None
-        self.last: Any = None
-
-    def clear(self) -> None:
-        super().clear()
-        self.last_key = self.last = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,18 +114,21 @@ class CoreSettings:
     snapshot_blob_records: int = RECORDS_PER_BLOB
 
 
-def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False) -> bool:
+def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False,
+                      entries_dropped: bool = False) -> bool:
     """Whether a node starts amnesiac (replication/core.py): its Raft state says it was a member
     (``restarted``), and what it acknowledged then may be gone. Only a journal with
     ``fsync = always`` (``fsync`` None: no journal) keeps all of it, and only a journal that was
-    there before: a lost data-dir is a lost memory."""
-    return restarted and not (fsync == "always" and journal_existed)
+    there before, whole: a lost data-dir is a lost memory, and so are the fsynced entries that
+    `journal truncate` dropped from a damaged one (``entries_dropped``: its marker is there)."""
+    return restarted and not (fsync == "always" and journal_existed and not entries_dropped)
 
 
 class NodeCore:
     def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
                  new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,
-                 log: ReplicationLog | None = None, bugs: frozenset[str] = frozenset()) -> None:
+                 entries_dropped: bool = False, log: ReplicationLog | None = None,
+                 bugs: frozenset[str] = frozenset()) -> None:
         all_bugs = check_bugs(bugs)
         self.bugs = all_bugs & BUGS
         self.name = name
@@ -165,7 +152,7 @@ class NodeCore:
                                      keepalive=t.keepalive, dead_after=t.connection_timeout)
         self.throttling = False
         self.rejected = 0
-        self._policies = _Policies()
+        self._policies = QueuePolicies(settings.policy)
         # op id -> (token, result, changed, the error to answer instead of the result)
         self._pending: dict[int, tuple[Any, Any, bool, SqsError | None]] = {}
         self._op_ids = itertools.count(1)
@@ -192,6 +179,10 @@ class NodeCore:
         self._durable_parts: dict[str, Ack] = {}        # durable acks a newer one displaced, for the flush
         self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
+        # the journal holds `journal truncate`'s marker (``entries_dropped``): once amnesia clears,
+        # it goes (ForgetDropped) when the journal holds the log up to ``_forget_at`` durably
+        self._entries_dropped = entries_dropped
+        self._forget_at: int | None = None
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
                                    settings.snapshot_blob_records)
 
@@ -304,7 +295,7 @@ class NodeCore:
             out.append(Answer(token, None, Throttled(
                 "a replica lags too far behind; the master slows producers until it catches up")))
             return out
-        policy = self._policy_for(command, out)
+        policy = self._policies.of(command, self.replication.storage, out)
         error: SqsError | None = None
         try:
             result, mutations = self.replication.storage.execute(command)
@@ -315,7 +306,7 @@ class NodeCore:
             # It failed after changing the state (a storage bug): the replicas must get the same
             # change; its client gets the error once they have it.
             result, mutations, error = None, list(e.applied), e
-        if mutations and isinstance(command, _TAG_CHANGES):
+        if mutations and isinstance(command, TAG_CHANGES):
             self._policies.clear()   # rare: the next command of each queue reads its tags again
         # Every operation goes through the stream, those without mutations too: a FIFO send that
         # deduplication turns into a no-op answers with a message only this master may hold yet,
@@ -617,6 +608,8 @@ class NodeCore:
             elif t is Note:
                 if a.event == "transfer-finished":
                     self.last_transfer_at = now
+                elif a.event == "caught-up" and self._entries_dropped:
+                    self._forget_at = self.replication.log.last_seq
                 # started_ms is this node's clock: meaningless to a reader of the history
                 out.append(Record(now, a.event.replace("-", "_"),
                                   {k: v for k, v in a.fields.items() if k != "started_ms"}))
@@ -631,7 +624,19 @@ class NodeCore:
             if held:
                 reset = next(tok for tok, _, is_reset in reversed(self._unpersisted) if is_reset)
                 self._held_snapshot_acks += [(reset, send) for send in held]
+            if self._forget_at is not None:
+                self._forget_check(self._forget_at, out)
         self._serving_check(now, out)
+
+    def _forget_check(self, caught_up_at: int, out: list[Action]) -> None:
+        """The marker goes once the journal holds what amnesia cleared with: removed earlier, a
+        crash could leave a journal without entries this node acknowledged, and no marker."""
+        durable = self.replication.durable_seq
+        if self._resets_pending or self.journal_error is not None or (durable is not None and durable < caught_up_at):
+            return
+        self._entries_dropped = False
+        self._forget_at = None
+        out.append(ForgetDropped())
 
     def _journal(self, out: list[Action]) -> None:
         """Hand what the log took since the last call to the journal, in order."""
@@ -745,32 +750,6 @@ class NodeCore:
             if not self._flush_due:
                 self._flush_due = True
                 out.append(FlushDue())
-
-    def _policy_for(self, command: Command, out: list[Action]) -> AckPolicy:
-        key = getattr(command, "queue", None)
-        if key is None:
-            return self.settings.policy
-        policies = self._policies
-        if key is policies.last_key:
-            # The endpoint reuses one QueueKey per queue URL: no hash (a Python call) per operation
-            return policies.last
-        p = policies.get(key)
-        if p is None:
-            p = self.settings.policy
-            try:
-                tags, _ = self.replication.storage.execute(ListQueueTags(key))
-            except SqsError:
-                tags = None   # no such queue: the command fails the same way; the default is moot
-            value = tags.tags.get(POLICY_TAG) if tags is not None else None
-            if value is not None:
-                try:
-                    p = AckPolicy(value.strip().lower())
-                except ValueError:
-                    out.append(Warn(f"queue {key.name}: tag {POLICY_TAG}={value!r} is not an ack policy; "
-                                    f"using {p.value}"))
-            policies[key] = p
-        policies.last_key, policies.last = key, p
-        return p
 
     def _progress_line(self, now: float, out: list[Action]) -> None:
         """The master's `replication` history line: each replica's acknowledged position and lag,

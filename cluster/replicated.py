@@ -37,8 +37,8 @@ from cluster.errors import NotServing
 from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
 from cluster.node_actions import (
-    Answer, FlushDue, ForwardAnswered, ForwardFailed, Persist, PersistReset, Route, ServeForwarded, ServingChanged,
-    ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    Answer, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, Persist, PersistReset, Route, ServeForwarded,
+    ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal
@@ -106,13 +106,14 @@ class ReplicatedStorage:
         if durability is not None:
             self._journal, self.recovered = open_journal(durability, new_storage, log_limit)
             storage, rlog = self.recovered.storage, self.recovered.log
-            amnesiac = restarts_amnesiac(self.membership.restarted, durability.fsync, self.recovered.existed)
+            dropped = self.recovered.entries_dropped
+            amnesiac = restarts_amnesiac(self.membership.restarted, durability.fsync, self.recovered.existed, dropped)
         else:
-            storage, rlog = new_storage(), None
+            storage, rlog, dropped = new_storage(), None, False
             amnesiac = restarts_amnesiac(self.membership.restarted, None)
         self.core = NodeCore(
             self.name, config.cluster.names, settings, storage, new_storage,
-            incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, log=rlog)
+            incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, entries_dropped=dropped, log=rlog)
         self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame,
                                       on_drained=self._event_ended)
         self._flush_at_end = False
@@ -388,7 +389,7 @@ class ReplicatedStorage:
                             self.name, a.sender, a.reason)
         elif t is Warn:
             self._rlog.warn(a.text, self._now(), "%s", a.text)
-        elif t is Persist or t is PersistReset or t is Snapshot:
+        elif t is Persist or t is PersistReset or t is Snapshot or t is ForgetDropped:
             if self._binding is not None:
                 self._binding.do(a)
 

@@ -155,6 +155,7 @@ class RecoveryInfo:
     entries: int                  # journal entries replayed after the snapshot
     snapshot_seq: int | None
     truncated: str | None         # a torn tail dropped at start
+    entries_dropped: bool = False  # `journal truncate` dropped fsynced entries: restarted amnesiac
 
 
 @dataclass(frozen=True)

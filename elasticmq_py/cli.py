@@ -400,7 +400,8 @@ def _format_journal(j: JournalInfo, now: float | None = None) -> list[str]:
     if r is not None:
         lines.append(f"recovered      {r.messages} messages in {r.seconds:.2f}s (snapshot at seq "
                      f"{_v(r.snapshot_seq)}, {r.entries} entries replayed)"
-                     + (f"; torn tail dropped: {r.truncated}" if r.truncated else ""))
+                     + (f"; torn tail dropped: {r.truncated}" if r.truncated else "")
+                     + ("; `journal truncate` had dropped entries" if r.entries_dropped else ""))
     return lines
 
 

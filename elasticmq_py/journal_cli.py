@@ -14,6 +14,7 @@ import sys
 from typing import Callable, TextIO
 
 from cluster.journal.disk import JournalIOError, JournalLocked
+from cluster.journal.format import DROPPED_MARKER
 from cluster.journal.tools import Report, check, truncate
 
 EXIT_OK = 0
@@ -132,6 +133,9 @@ def format_report(r: Report) -> list[str]:
         if d.everything:
             lines.append("  the journal is empty now: the node fetches everything from its peers" if d.applied
                          else "  the journal would be emptied: the node would fetch everything from its peers")
+    if r.entries_dropped:
+        lines.append(f"  {DROPPED_MARKER}: truncate dropped entries the node may have acknowledged; it starts "
+                     f"amnesiac (in no master-change majority) until a serving master has brought it up to date")
     return lines
 
 

@@ -48,8 +48,8 @@ from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journaling import rebuild
 from cluster.node_actions import (
-    Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist, PersistReset,
-    ServeForwarded, ToRaft, TransferLeadership,
+    Answer, FenceDone, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist,
+    PersistReset, ServeForwarded, ToRaft, TransferLeadership,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.replication.core import StorageReplaced, TransferSettings
@@ -133,16 +133,17 @@ class SimNode:
             existed = any(n.endswith((".seg", ".snap")) for n in data.list())
             jnl, rec = Journal.open(data, segment_bytes=journal.segment_bytes)
             storage, rlog = rebuild(rec, new_storage, log_limit_bytes)
-            amnesiac = restarts_amnesiac(restarted, journal.fsync, existed)
+            dropped = rec.entries_dropped     # `journal truncate` ran on it (no seed runs it)
+            amnesiac = restarts_amnesiac(restarted, journal.fsync, existed, dropped)
             self.writer = _Writer(self, jnl, journal, disk_rng)
             self.recovered = {"seq": rlog.last_seq, "epoch": rlog.last_epoch, "existed": existed,
                               "snapshot_seq": rec.snapshot.at_seq if rec.snapshot is not None else None,
                               "entries": len(rec.entries), "truncated": rec.truncated, "amnesiac": amnesiac}
         else:
-            storage, rlog = new_storage(), None
+            storage, rlog, dropped = new_storage(), None, False
             amnesiac = restarts_amnesiac(restarted, None)
-        self.core = NodeCore(name, tuple(names), settings, storage, new_storage,
-                             incarnation=rng.getrandbits(62), amnesiac=amnesiac, log=rlog, bugs=bugs)
+        self.core = NodeCore(name, tuple(names), settings, storage, new_storage, incarnation=rng.getrandbits(62),
+                             amnesiac=amnesiac, entries_dropped=dropped, log=rlog, bugs=bugs)
         self.election = ElectionCore(name, timing, rng, now_s, bugs=bugs)
         self.view: View | None = None     # the Raft-applied view record (cluster/runtime._ViewLog)
         self.raft = RaftNode(name, names, timing, now_s, send=self._raft_send, changed=self._raft_changed,
@@ -401,7 +402,7 @@ class SimNode:
                 if type(a.frame) is Ack and a.frame.seq > self.acked:
                     self.acked = a.frame.seq
                 w.net.send(self.name, a.to, STREAM, a.frame)
-            elif t is Persist or t is PersistReset or t is Snapshot:
+            elif t is Persist or t is PersistReset or t is Snapshot or t is ForgetDropped:
                 if self.writer is not None:
                     self.writer.submit(a)
             elif t is StorageReplaced:
@@ -599,6 +600,8 @@ class _Writer:
                 self.refused.append(f"{type(e).__name__}: {e}")
                 if sw is not None:
                     sw.abort()
+        elif t is ForgetDropped:
+            self.journal.forget_dropped()
 
     def _start_sync(self) -> None:
         self.busy = True

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from cluster.node_core import POLICY_TAG
+from cluster.queue_policies import POLICY_TAG
 from storage.commands import CreateQueue, Namespace
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from cluster.checker import check, parse_lines, to_line
 from cluster.checker.schema import DigestRecord, History, Record
 from cluster.config import Timing
 from cluster.journal.journal import JournalDamaged
-from cluster.node_core import POLICY_TAG
+from cluster.queue_policies import POLICY_TAG
 from cluster.replication.core import REPLICA
 from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy

@@ -49,6 +49,10 @@ TAG_END = 3
 SEGMENT_SUFFIX = ".seg"
 SNAPSHOT_SUFFIX = ".snap"
 TEMP_SUFFIX = ".tmp"
+# Written by `journal truncate` when it drops entries that were durable (so may have been
+# acknowledged), not merely a torn tail: the node restarts amnesiac until a serving master has
+# brought it up to date, and the node core has this file removed then.
+DROPPED_MARKER = "entries-dropped"
 
 _HEADER = struct.Struct("<4sHBBQQQQ")
 _CRC = struct.Struct("<I")

@@ -20,7 +20,7 @@ from typing import Iterable
 
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
-    TEMP_SUFFIX, JournalEntry, SegmentHeader, SnapshotHeader, encode_blob, encode_entry, encode_segment_header,
+    DROPPED_MARKER, TEMP_SUFFIX, JournalEntry, SegmentHeader, SnapshotHeader, encode_blob, encode_entry, encode_segment_header,
     encode_snapshot_end, encode_snapshot_header, parse_segment_name, segment_name, snapshot_name,
 )
 from cluster.journal.recovery import (  # noqa: F401  (recover, Recovery, JournalDamaged: re-exported)
@@ -80,6 +80,7 @@ class Journal:
         self._last_epoch = sv.last_epoch
         self._snapshot = sv.snapshot
         self._next_counter = sv.next_counter
+        self._entries_dropped = sv.entries_dropped
         self._segments: list[tuple[int, str]] = [(parse_segment_name(n)[1], n) for n in sv.segments]  # type: ignore[index]
         self._sizes = {n: disk.size(n) for n in disk.list() if file_kind(n) in ("segment", "snapshot")}
         # a running total, because stats() may be read from another thread while _sizes changes
@@ -377,6 +378,23 @@ class Journal:
         self._disk.remove(name)
         self._bytes -= self._sizes.pop(name, 0)
         self._unsynced.pop(name, None)
+
+    # -- the marker `journal truncate` leaves --
+
+    def forget_dropped(self) -> None:
+        """The node holds again all it may have acknowledged (its core says so only once this
+        journal holds it durably): remove ``DROPPED_MARKER``, durably, so that a later restart
+        is an ordinary one."""
+        self._check()
+        if not self._entries_dropped:
+            return
+        try:
+            self._disk.remove(DROPPED_MARKER)
+            self._disk.sync_dir()
+        except BaseException as exc:
+            self._guard(exc)
+            raise
+        self._entries_dropped = False
 
     # -- the rest --
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
-    HEADER_SIZE, TEMP_SUFFIX, Damaged, FormatError, JournalEntry, SegmentHeader, SnapshotContents, Torn,
-    UnsupportedVersion, decode_entry, decode_header, decode_snapshot, parse_segment_name, parse_snapshot_name,
+    DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, Damaged, FormatError, JournalEntry, SegmentHeader, SnapshotContents,
+    Torn, UnsupportedVersion, decode_entry, decode_header, decode_snapshot, parse_segment_name, parse_snapshot_name,
     scan, snapshot_name,
 )
 
@@ -87,7 +87,7 @@ class Repair:
 @dataclass(frozen=True, slots=True)
 class FileInfo:
     name: str
-    kind: str               # segment | snapshot | temporary | other
+    kind: str               # segment | snapshot | temporary | marker | other
     size: int
     history: int | None
     seq: int | None         # a segment's first_seq, a snapshot's at_seq
@@ -114,6 +114,9 @@ class Survey:
     # (segment, where its data ends) for segments with reserved zero space after their data:
     # Journal.open cuts it, so that appends go right after the data
     reserved: tuple[tuple[str, int], ...] = ()
+    # `journal truncate` dropped entries that were durable (DROPPED_MARKER): what the node
+    # acknowledged may be gone, as after a lost data-dir
+    entries_dropped: bool = False
 
     @property
     def bytes_kept(self) -> int:
@@ -135,6 +138,7 @@ class Recovery:
     bytes_on_disk: int
     truncated: str | None                    # the torn tail cut (by Journal.open), if any
     duration_s: float
+    entries_dropped: bool                    # `journal truncate` dropped durable entries (Survey)
 
 
 class _Stop(Exception):
@@ -150,6 +154,8 @@ def file_kind(name: str) -> str:
         return "segment"
     if parse_snapshot_name(name) is not None:
         return "snapshot"
+    if name == DROPPED_MARKER:
+        return "marker"
     return "other"
 
 
@@ -186,7 +192,7 @@ def survey(disk: Disk) -> Survey:
     garbage = [n for n in names if n.endswith(TEMP_SUFFIX)] + state.garbage
     return Survey(tuple(infos), state.history, state.snapshot, state.blobs, tuple(state.entries),
                   state.first_seq, state.last_seq, state.last_epoch, tuple(state.kept), tuple(garbage),
-                  state.tail_cut, damage, repair, max(counters) + 1, tuple(state.reserved))
+                  state.tail_cut, damage, repair, max(counters) + 1, tuple(state.reserved), DROPPED_MARKER in names)
 
 
 class _Reader:
@@ -359,4 +365,4 @@ def raise_damage(disk: Disk, sv: Survey) -> None:
 
 def recovery_of(sv: Survey, duration_s: float) -> Recovery:
     return Recovery(sv.history, sv.snapshot, sv.blobs, sv.entries, sv.last_seq, sv.last_epoch, sv.bytes_kept,
-                    sv.tail_cut.describe() if sv.tail_cut else None, duration_s)
+                    sv.tail_cut.describe() if sv.tail_cut else None, duration_s, sv.entries_dropped)

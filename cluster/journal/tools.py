@@ -1,6 +1,10 @@
 """Operators' tools over a journal directory: ``check`` (look) and ``truncate`` (drop the damage).
 
 Both take the directory's lock, so they refuse (``JournalLocked``) while a node runs on it.
+Entries before damage were fsynced, so the node may have acknowledged them: ``truncate`` leaves
+``DROPPED_MARKER`` behind when it drops any, and the node restarts amnesiac (it counts in no
+master-change majority until a serving master has brought it up to date). A torn tail was never
+fsynced, so never acknowledged: cutting it alone leaves no marker.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from dataclasses import dataclass
 
 from cluster.journal.disk import Disk, OsDisk
 from cluster.journal.format import (
-    HEADER_SIZE, Damaged, FormatError, SegmentHeader, decode_entry, decode_header, scan,
+    DROPPED_MARKER, HEADER_SIZE, Damaged, FormatError, SegmentHeader, decode_entry, decode_header, scan,
 )
 from cluster.journal.recovery import Cut, FileInfo, Problem, Repair, SnapshotPosition, Survey, survey
 
@@ -44,6 +48,7 @@ class Report:
     bytes: int
     problem: Problem | None         # the damage that stops recovery, else a torn tail (open cuts it)
     dropped: Dropped | None         # what truncate dropped (or would drop)
+    entries_dropped: bool           # DROPPED_MARKER is there: the node restarts amnesiac
 
     @property
     def damaged(self) -> bool:
@@ -60,12 +65,16 @@ def truncate(path: str | os.PathLike[str], *, apply: bool = True) -> Report:
     """Drop everything from the first damage on (the damaged segment is cut at the damage, the
     later segments of its history removed; when that leaves the snapshot without the entries it
     needs, everything goes), and a torn tail. The report describes the journal afterwards and
-    what was dropped; with ``apply=False``, what would be."""
+    what was dropped; with ``apply=False``, what would be. Dropping damage (not only a torn
+    tail) first writes ``DROPPED_MARKER``, durably, so that no crash leaves entries gone
+    without it."""
     with OsDisk(path, create=False) as disk:
         sv = survey(disk)
         parts: list[Dropped] = []
         for _ in range(_MAX_ROUNDS):
             if sv.damage is not None and sv.repair is not None:
+                if apply:
+                    _mark_dropped(disk, sv.damage)
                 step = _plan(disk, sv.repair, apply)
             elif sv.damage is None and sv.tail_cut is not None:
                 step = _plan(disk, Repair(sv.tail_cut, (), sv.last_seq + 1, False), apply)
@@ -76,6 +85,17 @@ def truncate(path: str | os.PathLike[str], *, apply: bool = True) -> Report:
                 break
             sv = survey(disk)
         return _report(disk, sv, _merge(parts))
+
+
+def _mark_dropped(disk: Disk, damage: Problem) -> None:
+    if DROPPED_MARKER in disk.list():
+        return
+    note = (f"journal truncate dropped entries from the damage in {damage.file} at offset {damage.offset} "
+            f"({damage.why}) on. The node may have acknowledged them: it restarts amnesiac, and removes "
+            f"this file once a serving master has brought it up to date.\n")
+    disk.write_new(DROPPED_MARKER, note.encode())
+    disk.sync(DROPPED_MARKER)
+    disk.sync_dir()
 
 
 def _plan(disk: Disk, repair: Repair, apply: bool) -> Dropped:
@@ -146,4 +166,4 @@ def _report(disk: Disk, sv: Survey, dropped: Dropped | None) -> Report:
         c = sv.tail_cut
         problem = Problem(c.file, c.offset, "torn", f"torn tail: {c.dropped_bytes} bytes (opening the journal cuts it)")
     return Report(disk.where, sv.files, tuple(histories), sv.history, sv.snapshot, len(sv.entries),
-                  sv.first_seq, sv.last_seq, sum(f.size for f in sv.files), problem, dropped)
+                  sv.first_seq, sv.last_seq, sum(f.size for f in sv.files), problem, dropped, sv.entries_dropped)

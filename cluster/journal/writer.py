@@ -95,7 +95,12 @@ class _SnapAbort:
     snap: PendingSnapshot
 
 
-_Op = _Append | _Reset | _SnapBegin | _SnapAdd | _SnapFinish | _SnapAbort
+@dataclass(frozen=True, slots=True)
+class _ForgetDropped:
+    pass
+
+
+_Op = _Append | _Reset | _SnapBegin | _SnapAdd | _SnapFinish | _SnapAbort | _ForgetDropped
 
 
 class PendingSnapshot:
@@ -163,6 +168,10 @@ class JournalWriter:
         """Replace the journal with a new history at (at_seq, at_epoch) holding ``blobs``
         (``Journal.reset``); ``on_durable(token)`` once it is on disk, under every policy."""
         self._put(_Reset(token, at_seq, at_epoch, tuple(blobs)), token)
+
+    def forget_dropped(self) -> None:
+        """``Journal.forget_dropped``, in order with the work queued before it."""
+        self._put(_ForgetDropped())
 
     def begin_snapshot(self, at_seq: int, at_epoch: int) -> PendingSnapshot:
         snap = PendingSnapshot(self)
@@ -276,6 +285,8 @@ class JournalWriter:
             self._entries_since_sync = 0
             # the reset's snapshot was fsynced, and with it everything the token stands for
             self._report(op.token)
+        elif type(op) is _ForgetDropped:
+            self._journal.forget_dropped()
         else:
             self._snapshot_step(op)
 

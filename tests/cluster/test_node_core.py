@@ -23,7 +23,8 @@ from cluster.node_actions import (
     Answer, FenceDone, FlushDue, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Refuse, ServeForwarded,
     ServingChanged, ToRaft, TransferLeadership, Warn,
 )
-from cluster.node_core import POLICY_TAG, CoreSettings, NodeCore
+from cluster.node_core import CoreSettings, NodeCore
+from cluster.queue_policies import POLICY_TAG
 from cluster.replication.core import TransferSettings
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, Batch, Forward, ForwardReply, Send
@@ -55,12 +56,13 @@ class Cores:
                                      bugs=bugs)
         self.settings = settings
 
-    def restart_amnesiac(self, name: str) -> None:
-        """``name`` comes back with empty memory (no journal), under a new incarnation."""
+    def restart_amnesiac(self, name: str, entries_dropped: bool = False) -> None:
+        """``name`` comes back with empty memory (no journal, or ``entries_dropped``: one that
+        `journal truncate` emptied), under a new incarnation."""
         i = 1 + list(self.cores).index(name)
         self.cores[name] = NodeCore(name, tuple(self.cores), self.settings, Storage(self.clock, IdSource(i + 200)),
                                     lambda: Storage(self.clock, IdSource(i + 300)), incarnation=i + 1000,
-                                    amnesiac=True)
+                                    amnesiac=True, entries_dropped=entries_dropped)
         self.out[name], self.to_raft[name] = [], []
         view = next(c.membership.view for n, c in self.cores.items() if n != name and n not in self.down)
         self.handle(name, self.cores[name].view_committed(view, self.now))   # Raft's state is kept

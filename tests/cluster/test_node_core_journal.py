@@ -17,7 +17,8 @@ from storage.commands import CreateQueue, SendMessage
 
 from cluster.compaction import Snapshot
 from cluster.errors import NotServing, NotStored
-from cluster.node_actions import FlushDue, MayStand, Persist, PersistReset, TransferLeadership
+from cluster.node_actions import FlushDue, ForgetDropped, MayStand, Persist, PersistReset, TransferLeadership
+from cluster.node_core import restarts_amnesiac
 from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, Batch, Send
 
@@ -330,3 +331,54 @@ def test_a_newer_batch_in_the_turn_of_a_journal_report_does_not_displace_what_th
     assert _acks_sent(n2.frame("n1", second, c.now), "n1") == []
     assert _acks_sent(n2.flush(c.now), "n1") == [first.seq], "the durable part goes in this turn"
     assert n2.held_ack("n1").seq == second.seq
+
+
+def test_who_restarts_amnesiac():
+    assert not restarts_amnesiac(False, None), "a first start has acknowledged nothing"
+    assert restarts_amnesiac(True, None), "no journal: a restart forgets everything"
+    assert not restarts_amnesiac(True, "always", journal_existed=True)
+    assert restarts_amnesiac(True, "always", journal_existed=False), "a lost data-dir"
+    assert restarts_amnesiac(True, "interval", journal_existed=True), "a power cut may have taken acked entries"
+    assert restarts_amnesiac(True, "always", journal_existed=True, entries_dropped=True), \
+        "`journal truncate` dropped fsynced, maybe acknowledged, entries"
+
+
+def test_a_member_whose_truncated_journal_is_whole_again_has_the_marker_removed_once_durable():
+    c = Cores(journal=True)
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    for i in range(5):
+        c.execute("n1", SendMessage(NS.key("q"), f"m{i}"))
+    fsync_all(c)
+    c.restart_amnesiac("n2", entries_dropped=True)
+    n2 = c.cores["n2"]
+    for _ in range(40):
+        c.tick(0.05, leading="n1")
+        fsync(c, "n1")
+        fsync(c, "n3")
+        if not n2.replication.amnesiac:
+            break
+    assert not n2.replication.amnesiac, "a serving master brought it up to date"
+    assert n2.storage.digest() == c.cores["n1"].storage.digest()
+    assert not [a for a in c.out["n2"] if type(a) is ForgetDropped], "not before its journal holds that"
+    fsync(c, "n2")
+    assert [a for a in c.out["n2"] if type(a) is ForgetDropped] == [ForgetDropped()]
+    c.execute("n1", SendMessage(NS.key("q"), "later"))
+    fsync_all(c)
+    c.tick(0.05, rounds=5, leading="n1")
+    assert len([a for a in c.out["n2"] if type(a) is ForgetDropped]) == 1, "once"
+
+
+def test_amnesia_without_the_marker_clears_without_forgetting_anything():
+    c = Cores(journal=True)
+    c.serving("n1")
+    fsync_all(c)
+    c.execute("n1", CreateQueue(NS, "q"))
+    fsync_all(c)
+    c.restart_amnesiac("n2")
+    for _ in range(40):
+        c.tick(0.05, leading="n1")
+        fsync_all(c)
+    assert not c.cores["n2"].replication.amnesiac
+    assert not [a for a in c.out["n2"] if type(a) is ForgetDropped]

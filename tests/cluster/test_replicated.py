@@ -14,7 +14,7 @@ from storage.commands import SendMessageBatchEntry as Entry
 
 from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
 from cluster.node_actions import FlushDue, ForwardTo, Local, Refuse
-from cluster.node_core import POLICY_TAG
+from cluster.queue_policies import POLICY_TAG
 from cluster.replicated import ReplicatedStorage
 from cluster.replication.messages import Ack
 

@@ -15,6 +15,7 @@ from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal
 from cluster.journal.recovery import JournalDamaged
 from cluster.journal.tools import check, truncate
+from cluster.journal.writer import JournalWriter
 from elasticmq_py import journal_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +106,8 @@ def test_truncate_cuts_a_torn_tail(tmp_path):
     assert check(tmp_path).problem.kind == "torn" and not check(tmp_path).damaged
     r = truncate(tmp_path)
     assert r.problem is None and r.dropped.from_seq == 11 and r.dropped.bytes == 11
+    # a torn tail was never fsynced, so never acknowledged: the node restarts as it would anyway
+    assert not r.entries_dropped and not (tmp_path / fmt.DROPPED_MARKER).exists()
 
 
 def test_truncate_empties_a_journal_whose_snapshot_lost_its_entries(tmp_path):
@@ -118,9 +121,34 @@ def test_truncate_empties_a_journal_whose_snapshot_lost_its_entries(tmp_path):
     damage(tmp_path, -1, 0)
     r = truncate(tmp_path)
     assert r.dropped.everything and r.problem is None
-    assert os.listdir(tmp_path) == ["LOCK"]
+    assert sorted(os.listdir(tmp_path)) == ["LOCK", fmt.DROPPED_MARKER]
     _, rec = Journal.open(OsDisk(tmp_path))
     assert rec.snapshot is None and rec.entries == ()
+
+
+def test_truncating_damage_leaves_the_marker_and_recovery_reports_it(tmp_path):
+    write_journal(tmp_path, 40)
+    damage(tmp_path, 1, 2)
+    truncate(tmp_path, apply=False)
+    assert not (tmp_path / fmt.DROPPED_MARKER).exists(), "a dry run writes nothing"
+    r = truncate(tmp_path)
+    assert r.entries_dropped and (tmp_path / fmt.DROPPED_MARKER).exists()
+    assert "marker" in {f.kind for f in r.files}
+    c = check(tmp_path)
+    assert c.entries_dropped and not c.damaged
+    j, rec = Journal.open(OsDisk(tmp_path))
+    assert rec.entries_dropped, "the node starts amnesiac"
+    j.close()
+    j, rec = Journal.open(OsDisk(tmp_path))
+    assert rec.entries_dropped, "until told the journal is whole again, whatever the restarts"
+    w = JournalWriter(j, on_durable=lambda token: None, on_error=lambda e: None)
+    w.forget_dropped()
+    w.close()
+    assert not (tmp_path / fmt.DROPPED_MARKER).exists()
+    j, rec = Journal.open(OsDisk(tmp_path))
+    assert not rec.entries_dropped
+    j.forget_dropped()                       # nothing to forget: nothing happens
+    j.close()
 
 
 # -- the CLI ------------------------------------------------------------------------------------
@@ -154,6 +182,7 @@ def test_cli_truncate_asks_unless_yes(tmp_path):
     assert check(tmp_path).damaged
     code, out, _ = cli("journal", "truncate", str(tmp_path), "--yes")
     assert code == 0 and "dropped:" in out and "entries from seq 4" in out
+    assert f"{fmt.DROPPED_MARKER}: truncate dropped entries the node may have acknowledged" in out
     code, out, _ = cli("journal", "truncate", str(tmp_path), "--yes")
     assert code == 0 and "nothing to truncate" in out
 
