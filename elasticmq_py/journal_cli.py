@@ -134,8 +134,9 @@ def format_report(r: Report) -> list[str]:
             lines.append("  the journal is empty now: the node fetches everything from its peers" if d.applied
                          else "  the journal would be emptied: the node would fetch everything from its peers")
     if r.entries_dropped:
-        lines.append(f"  {DROPPED_MARKER}: truncate dropped entries the node may have acknowledged; it starts "
-                     f"amnesiac (in no master-change majority) until a serving master has brought it up to date")
+        lines.append(f"  {DROPPED_MARKER}: truncate dropped entries the node may have acknowledged; a cluster "
+                     f"member starts amnesiac (in no master-change majority) until a serving master has brought "
+                     f"it up to date; a single node has no peers to fetch them from")
     return lines
 
 
