@@ -192,6 +192,15 @@ class Nemesis:
         self.note(name, "isolate", {"links": [list(x) for x in links], **detail})
         return links
 
+    def end_lead(self, name: str, stream: list[tuple[str, str]], detail: dict[str, Any]) -> list[tuple[str, str]]:
+        """A rare path's lead ends: the stream links it cut come back and ``name`` is isolated
+        (``isolate``); returns the links cut."""
+        w = self.world
+        w.last_fault_at = w.now
+        for a, b in stream:
+            w.net.restore_stream(a, b)
+        return self.isolate(name, detail)
+
     def restore_links(self, links: list[tuple[str, str]], kind: str, office: tuple | None) -> None:
         w = self.world
         if w.healed:

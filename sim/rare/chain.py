@@ -64,10 +64,7 @@ class Chain:
         w = self.world
         if w.healed:
             return
-        w.last_fault_at = w.now
-        for a, b in stream:
-            w.net.restore_stream(a, b)
-        links = w.nemesis.isolate(name, {"chain_step": step})
+        links = w.nemesis.end_lead(name, stream, {"chain_step": step})
         if prev is not None:
             w.nemesis.restore_links(prev[1], "chain", None)
         if step + 1 < len(f.params["lead_s"]):

@@ -51,10 +51,7 @@ class Lead:
         w = self.world
         if w.healed:
             return
-        w.last_fault_at = w.now
-        for a, b in stream:
-            w.net.restore_stream(a, b)
-        links = w.nemesis.isolate(old, {f"{kind}_step": step})
+        links = w.nemesis.end_lead(old, stream, {f"{kind}_step": step})
         w.health.check()
         if kind == "fork":
             w.at(w.now + FORK_POLL_US, w.rare.fork.watch, f, step, old, links, None, 0)
