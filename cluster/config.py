@@ -15,7 +15,7 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
     name = "n1"
     raft = "127.0.0.1:20001"      # where n1 listens for Raft; the default dial address of n1
     stream = "127.0.0.1:20101"    # where n1 listens for the mutation stream
-    http = "127.0.0.1:9324"       # n1's SQS endpoint: where the others forward client requests
+    http = "127.0.0.1:9324"       # n1's SQS endpoint, for the dashboard's links to its members
 
     [[nodes]]
     name = "n2"
@@ -188,8 +188,8 @@ class Replication:
     ``policy`` is when a client operation counts as done (cluster/replication/messages.py's
     AckPolicy says what each one guarantees); a queue tagged ``elasticmq-py:ack-policy`` uses
     its tag's value instead. ``forward``: a member that is not the master forwards client
-    requests to the master's SQS endpoint (its ``http`` address); off, it refuses them with a
-    retryable 503. The throttle bounds are the lag of a *reachable* replica beyond which the
+    requests to the master over the mutation-stream link (elasticmq_py/forwarding.py says why
+    not HTTP); off, it refuses them with a retryable 503. The throttle bounds are the lag of a *reachable* replica beyond which the
     master answers producers with SQS's throttling error until the replica catches up.
     ``gather_ms``: how long the master may wait for the clients an ack answered before it cuts
     the next batch (cluster/replication/master.py; 0: never).

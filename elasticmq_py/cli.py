@@ -512,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"elasticmq-py: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`status | head`): stop quietly, as other CLI tools do. Python's
+        # own recipe (the signal module's docs): point stdout at /dev/null, so that the flush at
+        # exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

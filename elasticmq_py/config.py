@@ -59,7 +59,7 @@ The file (all keys optional)::
     name = "n1"
     raft = "127.0.0.1:20001"     # Raft listen address, and every peer's default dial address
     stream = "127.0.0.1:20101"   # the mutation stream
-    http = "127.0.0.1:9324"      # n1's SQS endpoint, where the others forward client requests
+    http = "127.0.0.1:9324"      # n1's SQS endpoint, for the dashboard's links to its members
 
     [[cluster.nodes]]
     name = "n2"

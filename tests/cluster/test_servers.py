@@ -84,6 +84,12 @@ def test_three_servers_serve_only_on_the_active_master(make_cluster, capsys):
     assert f"master {master}" in out and "inactive" in out and "members n1, n2, n3" in out, out
     for peer in (master, others[1]):
         assert any(line.startswith(peer) and " up " in line for line in out.splitlines()), out
+    # A reader that goes away (`status | head -0`) ends the CLI quietly, without a traceback.
+    p = subprocess.Popen([sys.executable, "-m", "elasticmq_py", "status", "--endpoint", c.url(master)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=30) == 141 and "Traceback" not in err, err
     assert cli.main(["status", "--json", "--endpoint", c.url(master)]) == 0
     assert json.loads(capsys.readouterr().out)["active"] is True
 
