@@ -27,37 +27,43 @@ EXIT_DAMAGED = 1
 EXIT_USAGE = 2
 
 
+_DIR = ("dir", "DIR", "the journal directory, or the node's data-dir")
+# name, help, description, positional arguments (dest, metavar, help)
+_SUBCOMMANDS = (
+    ("check", "report the journal's files, entries, snapshot and first problem",
+     "Report the journal's files, histories, entries, snapshot position and the first problem (file and "
+     "offset). Changes nothing.", (_DIR,)),
+    ("truncate", "drop everything from the first damage on",
+     "Drop everything from the first damage on: cut the damaged segment at the damage and remove the later "
+     "segments (everything, when the damage leaves the snapshot without the entries it needs); a torn tail is "
+     "cut too. The node fetches what it lacks from its peers when it starts. Without --yes, shows what it "
+     "would drop and asks (on a terminal).", (_DIR,)),
+    ("backup", "copy a running node's journal, consistently, and check the copy",
+     "Copy the journal (snapshot and entries up to the last complete one) to DEST while the node runs, "
+     "starting again if compaction removes a file during the copy, and check the copy. Raft's state is not "
+     "copied: a backup is restored into new members (see `journal restore`).",
+     (_DIR, ("dest", "DEST", "a new or empty directory for the copy"))),
+    ("restore", "make a new data-dir from a backup",
+     "Write the state a backup holds into DATA_DIR (new or empty) as one snapshot at epoch 0, so that a "
+     "single node, or every member of a new cluster, starts from it.",
+     (("backup", "BACKUP", "a directory written by `journal backup`"),
+      ("data_dir", "DATA_DIR", "the node's new data-dir"))),
+)
+
+
 def add_journal_commands(sub: argparse._SubParsersAction) -> None:
-    j = sub.add_parser("journal", help="check or repair a node's journal (stop the node first)",
-                       description="Look at a node's journal of mutation batches and snapshots, or drop "
-                                   "a damaged part of it. DIR is the journal directory or the node's "
+    j = sub.add_parser("journal", help="check, repair, back up or restore a node's journal",
+                       description="Look at a node's journal of mutation batches and snapshots, drop a "
+                                   "damaged part of it (node stopped), copy it (node running), or make a new "
+                                   "data-dir from a copy. DIR is the journal directory or the node's "
                                    "data-dir. Exit status 0: sound; 1: damage found; 2: could not run.")
     js = j.add_subparsers(dest="journal_command", metavar="SUBCOMMAND")
-    c = js.add_parser("check", help="report the journal's files, entries, snapshot and first problem",
-                      description="Report the journal's files, histories, entries, snapshot position and "
-                                  "the first problem (file and offset). Changes nothing.")
-    c.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
-    t = js.add_parser("truncate", help="drop everything from the first damage on",
-                      description="Drop everything from the first damage on: cut the damaged segment at the "
-                                  "damage and remove the later segments (everything, when the damage leaves "
-                                  "the snapshot without the entries it needs); a torn tail is cut too. The "
-                                  "node fetches what it lacks from its peers when it starts. Without --yes, "
-                                  "shows what it would drop and asks (on a terminal).")
-    t.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
-    t.add_argument("--yes", action="store_true", help="drop without asking")
-    b = js.add_parser("backup", help="copy a running node's journal, consistently, and check the copy",
-                      description="Copy the journal (snapshot and entries up to the last complete one) to DEST "
-                                  "while the node runs, starting again if compaction removes a file during the "
-                                  "copy, and check the copy. Raft's state is not copied: a backup is restored "
-                                  "into new members (see `journal restore`).")
-    b.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
-    b.add_argument("dest", metavar="DEST", help="a new or empty directory for the copy")
-    r = js.add_parser("restore", help="make a new data-dir from a backup",
-                      description="Write the state a backup holds into DATA_DIR (new or empty) as one snapshot "
-                                  "at epoch 0, so that a single node, or every member of a new cluster, starts "
-                                  "from it.")
-    r.add_argument("backup", metavar="BACKUP", help="a directory written by `journal backup`")
-    r.add_argument("data_dir", metavar="DATA_DIR", help="the node's new data-dir")
+    for name, help_, description, positionals in _SUBCOMMANDS:
+        p = js.add_parser(name, help=help_, description=description)
+        for dest, metavar, what in positionals:
+            p.add_argument(dest, metavar=metavar, help=what)
+        if name == "truncate":
+            p.add_argument("--yes", action="store_true", help="drop without asking")
 
 
 def journal_dir(path: str) -> str:
