@@ -3,13 +3,13 @@
 For each body size (100 B, 1 KiB, 10 KiB) the run starts real `elasticmq-py serve` processes
 and fills one standard queue through the HTTP API: SendMessageBatch of 10 over the JSON
 protocol at 16 keep-alive connections (bench.loadgen, every response checked), until it holds
-N messages (fewer than a million: see ``Sizes``). Per million is N's figure scaled linearly,
-and the page says so.
+N messages (a million at 100 B, fewer for the larger bodies: see ``Sizes``). Per million is N's
+figure scaled linearly, and the tables say so.
 
 1. Memory. A node in memory: its resident set (VmRSS) after the fill, less the same process's
    resident set with the empty queue, per message; read once the node has been idle for
    ``SETTLE_S`` (its managed collector has run). The same for a journaled node (`fsync =
-   always`), whose journal writer and replication log come on top. At 1 KiB, also a 3-node
+   always`), reported as its excess over the in-memory node. At 1 KiB, also a 3-node
    `majority` cluster in memory: the master's and a replica's growth.
 2. Disk. The journaled node is stopped (SIGTERM gives a segment's reserved space back) and its
    data-dir measured: the journal as written (every batch an entry). Then the compaction snapshot
