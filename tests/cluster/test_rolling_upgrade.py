@@ -7,7 +7,7 @@ The checker (cluster.checker) must find nothing acknowledged lost, and the clien
 of failed requests must stay under ``MAX_OUTAGE_S``. The clients use the members that are up, as
 a load balancer that health-checks them does (docs/operations.md, HAProxy), so the outage is the
 master's handover. Measured on a 2-core machine with the process tests' loaded timing: 0.05-0.06 s
-(2-5 failed requests in a row) over four runs. The bound leaves room for a handover whose first
+(2-5 failed requests in a row) over five runs. The bound leaves room for a handover whose first
 candidate loses its election and a second one is held (election-max is 1.6 s here).
 """
 
@@ -64,10 +64,9 @@ def test_restarting_each_member_in_turn_master_last_loses_nothing(make_cluster):
     c.wait_for(f"{master} caught up before its restart", lambda: caught_up(c, new, master), 10)
     restart(c, master)
     c.wait_for(f"{master} back and caught up", lambda: caught_up(c, new, master), 20)
-    time.sleep(1)
-    assert c.stable_master(members=set(THREE))() == new, "no failback: the old master came back as a replica"
+    assert c.wait_for("one master of three", c.stable_master(members=set(THREE)), 10) == new, \
+        "no failback: the old master came back as a replica"
     _finish(c, recorders, list(THREE), new)
     outage, attempts = longest_failed_run([r.history for r in recorders])
-    print(f"longest client outage: {outage:.2f} s ({attempts} failed requests in a row)")
     assert outage <= MAX_OUTAGE_S, (f"the clients saw {attempts} failed requests in a row over {outage:.2f} s "
                                     f"(at most {MAX_OUTAGE_S} s; histories in {c.tmp})")

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from tests.endpoint.test_durable_node import ROOT, Node
 

@@ -90,7 +90,7 @@ def test_restore_writes_the_state_as_one_snapshot_at_epoch_0(tmp_path):
         old = survey(disk)
     # what recovery applies, in the order it applies it: the snapshot's blobs, then the entries
     assert sv.blobs == old.blobs + tuple(e.mutations for e in old.entries)
-    j, rec = Journal.open(OsDisk(dest))
+    j, _ = Journal.open(OsDisk(dest))
     j.append(entries(31, 31))                                # a node goes on from there
     j.sync()
     j.close()
