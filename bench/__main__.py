@@ -86,6 +86,12 @@ def durability(quick: bool) -> dict:
     return durability_bench.suite(quick)
 
 
+def sizing(quick: bool) -> dict:
+    from bench import sizing_bench  # imported here: it starts real processes
+
+    return sizing_bench.suite(quick)
+
+
 def sim(quick: bool) -> dict:
     from bench import sim_bench  # imported here: it starts Spark
 
@@ -113,7 +119,7 @@ def cpu_profile(quick: bool) -> dict | None:
 
 
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "encryption": encryption, "durability": durability, "sim": sim, "cpu_profile": cpu_profile}
+          "encryption": encryption, "durability": durability, "sizing": sizing, "sim": sim, "cpu_profile": cpu_profile}
 
 
 def main(argv: list[str] | None = None) -> int:

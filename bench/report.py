@@ -1,6 +1,7 @@
 """The docs' benchmark tables, rendered from bench/results/*.json.
 
-    python -m bench.report            # rewrite every block in docs/performance.md (and README.md's headline)
+    python -m bench.report            # rewrite every block in docs/performance.md, docs/production.md
+                                      # (and README.md's headline)
     python -m bench.report --check    # exit 1, naming each block that differs from its results
 
 A block is the text between a line ``<!-- bench:NAME -->`` and a line ``<!-- /bench:NAME -->``,
@@ -27,6 +28,7 @@ from bench.resultfiles import MissingResult, Results
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PERFORMANCE = ROOT / "docs" / "performance.md"
+PRODUCTION = ROOT / "docs" / "production.md"
 README = ROOT / "README.md"
 MARKER = re.compile(r"^<!-- (/?)bench:([a-z0-9-]+) -->$")
 
@@ -53,7 +55,11 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "durability-restart": t.durability_restart,
     "durability-goals": t.durability_goals,
     "sim": t.sim,
+    "sizing-memory": t.sizing_memory,
+    "sizing-disk": t.sizing_disk,
 }
+# Blocks shown on docs/production.md rather than on the performance page.
+PRODUCTION_BLOCKS = frozenset({"sizing-memory", "sizing-disk"})
 
 
 def rewrite(text: str, results: Results, origin: str = "the page") -> tuple[str, list[str]]:
@@ -89,8 +95,11 @@ def rewrite(text: str, results: Results, origin: str = "the page") -> tuple[str,
 
 
 def pages() -> list[Path]:
-    """The pages with blocks: the performance page, and README.md once it has the headline block."""
+    """The pages with blocks: the performance page, the production page once it exists, and
+    README.md once it has the headline block."""
     found = [PERFORMANCE]
+    if PRODUCTION.exists():
+        found.append(PRODUCTION)
     if README.exists() and "<!-- bench:headline -->" in README.read_text().splitlines():
         found.append(README)
     return found

@@ -300,6 +300,46 @@ def durability_goals(results: Results) -> str:
     return block(goals_table(results["durability"]["goals"]), source(results, "durability"))
 
 
+def _body(n: int) -> str:
+    return f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
+
+
+def sizing_memory(results: Results) -> str:
+    s = results["sizing"]
+    journaled = {r["body_bytes"]: r for r in s["journaled"]}
+    rows = []
+    for r in s["memory"]:
+        j = journaled[r["body_bytes"]]
+        rows.append((_body(r["body_bytes"]), num(r["messages"]), f"{num(r['bytes_per_msg'])} B",
+                     f"{num(r['mib_per_million'])} MiB", f"{num(j['rss_full_mib'] - r['rss_full_mib'])} MiB"))
+    c = s["cluster"]
+    empty = [r["rss_empty_mib"] for r in s["memory"]]
+    return block(
+        table(("body", "messages measured", "per message", "per million (scaled)",
+               "journaled node: more, at that count"), rows, right=(1, 2, 3, 4)),
+        f"Resident memory of one `serve` process in memory, grown from the empty queue to the count measured, "
+        f"and scaled linearly to a million. The last column is a journaled node's resident set (`fsync = always`) "
+        f"at the same count less the in-memory node's, not scaled. An empty node holds "
+        f"{span(empty, lambda x: f'{x:.0f}')} MiB. In a 3-node "
+        f"`majority` cluster at {_body(c['body_bytes'])} ({num(c['messages'])} messages), the master grew "
+        f"{num(c['master']['mib_per_million'])} MiB per million and a replica {num(c['replica']['mib_per_million'])} "
+        f"MiB: every member holds the whole state.",
+        source(results, "sizing", "part 1, filled over HTTP with SendMessageBatch")
+    )
+
+
+def sizing_disk(results: Results) -> str:
+    s = results["sizing"]
+    rows = [(_body(r["body_bytes"]), num(r["messages"]), f"{num(r['journal_mib_per_million'])} MiB",
+             f"{num(r['snapshot_mib_per_million'])} MiB", f"{r['kept_segment_mib']:.0f} MiB")
+            for r in s["journaled"]]
+    return block(
+        table(("body", "messages measured", "journal as written, per million (scaled)",
+               "compaction snapshot, per million (scaled)", "segment kept beside it"), rows, right=(1, 2, 3, 4)),
+        source(results, "sizing", "part 2, `fsync = always`, the snapshot taken offline by the product's code")
+    )
+
+
 def sim(results: Results) -> str:
     s = results["sim"]
     rows = [(r["master"], num(r["seeds"]), f"{r['wall_s']:.1f} s", str(r["seeds_per_min"]),

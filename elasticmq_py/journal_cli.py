@@ -1,9 +1,12 @@
-"""``elasticmq-py journal check DIR`` and ``elasticmq-py journal truncate DIR [--yes]``.
+"""``elasticmq-py journal check DIR``, ``truncate DIR [--yes]``, ``backup DIR DEST`` and
+``restore BACKUP DATA_DIR``.
 
-DIR is a journal directory, or a node's data-dir holding one in ``journal/``. Both commands take
-the journal's lock, so they refuse while a node runs on it. Exit status: 0 the journal is sound
-(a torn tail, which opening the journal cuts, counts as sound), 1 damage found (and, for
-truncate, left), 2 the command could not run (usage, no such directory, the journal in use).
+DIR is a journal directory, or a node's data-dir holding one in ``journal/``. check and truncate
+take the journal's lock, so they refuse while a node runs on it; backup is made for a running
+node (cluster/journal/backup.py says why its copy is consistent). Exit status: 0 the journal is
+sound (a torn tail, which opening the journal cuts, counts as sound), 1 damage found (and, for
+truncate, left; for backup, in the source), 2 the command could not run (usage, no such
+directory, the journal in use, a destination that is not empty).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import os
 import sys
 from typing import Callable, TextIO
 
+from cluster.journal.backup import BackupFailed, backup, restore
 from cluster.journal.disk import JournalIOError, JournalLocked
 from cluster.journal.format import DROPPED_MARKER
+from cluster.journal.recovery import JournalDamaged
 from cluster.journal.tools import Report, check, truncate
 
 EXIT_OK = 0
@@ -22,24 +27,43 @@ EXIT_DAMAGED = 1
 EXIT_USAGE = 2
 
 
+_DIR = ("dir", "DIR", "the journal directory, or the node's data-dir")
+# name, help, description, positional arguments (dest, metavar, help)
+_SUBCOMMANDS = (
+    ("check", "report the journal's files, entries, snapshot and first problem",
+     "Report the journal's files, histories, entries, snapshot position and the first problem (file and "
+     "offset). Changes nothing.", (_DIR,)),
+    ("truncate", "drop everything from the first damage on",
+     "Drop everything from the first damage on: cut the damaged segment at the damage and remove the later "
+     "segments (everything, when the damage leaves the snapshot without the entries it needs); a torn tail is "
+     "cut too. The node fetches what it lacks from its peers when it starts. Without --yes, shows what it "
+     "would drop and asks (on a terminal).", (_DIR,)),
+    ("backup", "copy a running node's journal, consistently, and check the copy",
+     "Copy the journal (snapshot and entries up to the last complete one) to DEST while the node runs, "
+     "starting again if compaction removes a file during the copy, and check the copy. Raft's state is not "
+     "copied: a backup is restored into new members (see `journal restore`).",
+     (_DIR, ("dest", "DEST", "a new or empty directory for the copy"))),
+    ("restore", "make a new data-dir from a backup",
+     "Write the state a backup holds into DATA_DIR (new or empty) as one snapshot at epoch 0, so that a "
+     "single node, or every member of a new cluster, starts from it.",
+     (("backup", "BACKUP", "a directory written by `journal backup`"),
+      ("data_dir", "DATA_DIR", "the node's new data-dir"))),
+)
+
+
 def add_journal_commands(sub: argparse._SubParsersAction) -> None:
-    j = sub.add_parser("journal", help="check or repair a node's journal (stop the node first)",
-                       description="Look at a node's journal of mutation batches and snapshots, or drop "
-                                   "a damaged part of it. DIR is the journal directory or the node's "
+    j = sub.add_parser("journal", help="check, repair, back up or restore a node's journal",
+                       description="Look at a node's journal of mutation batches and snapshots, drop a "
+                                   "damaged part of it (node stopped), copy it (node running), or make a new "
+                                   "data-dir from a copy. DIR is the journal directory or the node's "
                                    "data-dir. Exit status 0: sound; 1: damage found; 2: could not run.")
     js = j.add_subparsers(dest="journal_command", metavar="SUBCOMMAND")
-    c = js.add_parser("check", help="report the journal's files, entries, snapshot and first problem",
-                      description="Report the journal's files, histories, entries, snapshot position and "
-                                  "the first problem (file and offset). Changes nothing.")
-    c.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
-    t = js.add_parser("truncate", help="drop everything from the first damage on",
-                      description="Drop everything from the first damage on: cut the damaged segment at the "
-                                  "damage and remove the later segments (everything, when the damage leaves "
-                                  "the snapshot without the entries it needs); a torn tail is cut too. The "
-                                  "node fetches what it lacks from its peers when it starts. Without --yes, "
-                                  "shows what it would drop and asks (on a terminal).")
-    t.add_argument("dir", metavar="DIR", help="the journal directory, or the node's data-dir")
-    t.add_argument("--yes", action="store_true", help="drop without asking")
+    for name, help_, description, positionals in _SUBCOMMANDS:
+        p = js.add_parser(name, help=help_, description=description)
+        for dest, metavar, what in positionals:
+            p.add_argument(dest, metavar=metavar, help=what)
+        if name == "truncate":
+            p.add_argument("--yes", action="store_true", help="drop without asking")
 
 
 def journal_dir(path: str) -> str:
@@ -62,17 +86,22 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     out = out or sys.stdout
     err = err or sys.stderr
     command = getattr(args, "journal_command", None)
-    if command not in ("check", "truncate"):
-        print("elasticmq-py journal: give a subcommand: check DIR, or truncate DIR [--yes]", file=err)
+    if command not in ("check", "truncate", "backup", "restore"):
+        print("elasticmq-py journal: give a subcommand: check DIR, truncate DIR [--yes], backup DIR DEST, "
+              "or restore BACKUP DATA_DIR", file=err)
         return EXIT_USAGE
-    path = journal_dir(args.dir)
     try:
+        if command == "backup":
+            return _backup(journal_dir(args.dir), args.dest, out, err)
+        if command == "restore":
+            return _restore(args.backup, args.data_dir, out, err)
+        path = journal_dir(args.dir)
         if command == "check":
             report = check(path)
             _print(report, out)
             return EXIT_DAMAGED if report.damaged else EXIT_OK
         return _truncate(path, args.yes, out, err, ask)
-    except JournalLocked as e:
+    except (JournalLocked, FileExistsError) as e:
         print(f"elasticmq-py journal: {e}", file=err)
         return EXIT_USAGE
     except (JournalIOError, OSError) as e:
@@ -97,6 +126,32 @@ def _truncate(path: str, yes: bool, out: TextIO, err: TextIO, ask: Callable[[str
             return EXIT_USAGE
     report = truncate(path)
     _print(report, out)
+    return EXIT_DAMAGED if report.damaged else EXIT_OK
+
+
+def _backup(src: str, dest: str, out: TextIO, err: TextIO) -> int:
+    try:
+        done = backup(src, dest)
+    except BackupFailed as e:
+        print(f"elasticmq-py journal: {e}", file=err)
+        return EXIT_DAMAGED
+    _print(done.report, out)
+    again = "" if done.attempts == 1 else f" (taken again {done.attempts - 1}x: the node compacted during a copy)"
+    print(f"backup of {src} written to {done.report.path}{again}; entries up to seq {done.report.last_seq}", file=out)
+    return EXIT_DAMAGED if done.report.damaged else EXIT_OK
+
+
+def _restore(src: str, data_dir: str, out: TextIO, err: TextIO) -> int:
+    if os.path.isdir(data_dir) and os.listdir(data_dir):
+        print(f"elasticmq-py journal: {data_dir} is not empty: restore into a new data-dir", file=err)
+        return EXIT_USAGE
+    try:
+        report = restore(journal_dir(src), os.path.join(data_dir, "journal"))
+    except JournalDamaged as e:
+        print(f"elasticmq-py journal: the backup is damaged: {e}", file=err)
+        return EXIT_DAMAGED
+    _print(report, out)
+    print(f"restored into {data_dir}: start the node with this data-dir", file=out)
     return EXIT_DAMAGED if report.damaged else EXIT_OK
 
 

@@ -3,7 +3,8 @@
 ``format`` turns bytes into records (sans-I/O), ``disk`` is the directory (``Disk``, ``OsDisk``),
 ``recovery`` reads a directory back, ``journal`` appends, syncs, snapshots and compacts
 (synchronous), ``writer`` runs a journal on its own thread with group commit, and ``tools`` are
-the operator's ``check`` and ``truncate``. DESIGN.md, "Durability (the journal)", says why.
+the operator's ``check`` and ``truncate``; ``backup`` copies a running node's journal consistently
+and restores a new one from the copy. DESIGN.md, "Durability (the journal)", says why.
 """
 
 from cluster.journal.disk import Disk, JournalIOError, JournalLocked, OsDisk

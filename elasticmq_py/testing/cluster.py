@@ -429,6 +429,12 @@ class Cluster:
         self.kills.setdefault(name, []).append(time.time())
         p.popen.wait(10)
 
+    def stop(self, name: str, timeout: float = 10.0) -> None:
+        """SIGTERM, as an operator stops a member, and wait for the process to end."""
+        p = self.procs[name]
+        p.popen.terminate()
+        p.popen.wait(timeout)
+
     def killed_at(self, name: str) -> float:
         return self.kills[name][-1]
 

@@ -45,9 +45,26 @@ def test_every_page_is_what_the_committed_results_render():
         assert new == text
 
 
-def test_the_performance_page_shows_every_block_but_the_headline_once():
+def test_the_performance_page_shows_every_block_but_the_headline_and_the_production_ones_once():
     names = _names_on(report.PERFORMANCE.read_text())
-    assert sorted(names) == sorted(set(BLOCKS) - {"headline"})
+    assert sorted(names) == sorted(set(BLOCKS) - {"headline"} - report.PRODUCTION_BLOCKS)
+
+
+def test_the_production_page_shows_the_sizing_blocks_once_and_is_rendered():
+    assert report.PRODUCTION in report.pages()
+    assert sorted(_names_on(report.PRODUCTION.read_text())) == sorted(report.PRODUCTION_BLOCKS)
+
+
+def test_the_sizing_tables_scale_to_a_million_and_name_their_file():
+    sizing = Results.load(report.RESULTS)
+    memory = BLOCKS["sizing-memory"](sizing)
+    disk = BLOCKS["sizing-disk"](sizing)
+    assert memory.startswith("| body | messages measured | per message | per million (scaled) |")
+    assert disk.startswith("| body | messages measured | journal as written, per million (scaled) |")
+    for text in (memory, disk):
+        assert [row.split(" | ")[0] for row in text.splitlines()[2:5]] == ["| 100 B", "| 1 KiB", "| 10 KiB"]
+        assert "`bench/results/sizing.json`" in text and "`python -m bench --only sizing`" in text
+    assert "a replica" in memory
 
 
 def test_the_readme_headline_renders_from_the_committed_results():
@@ -146,6 +163,7 @@ def pages(tmp_path, monkeypatch):
     (tmp_path / "README.md").write_text("# elasticmq-py\n")
     monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(report, "PERFORMANCE", tmp_path / "performance.md")
+    monkeypatch.setattr(report, "PRODUCTION", tmp_path / "production.md")
     monkeypatch.setattr(report, "README", tmp_path / "README.md")
     return tmp_path
 
@@ -156,6 +174,14 @@ def test_check_names_the_stale_blocks_and_changes_nothing(pages, capsys):
     assert (pages / "performance.md").read_text() == PAGE
     assert report.main([]) == 0
     assert report.main(["--check"]) == 0
+
+
+def test_a_production_page_is_rendered_once_it_exists(pages):
+    assert report.pages() == [pages / "performance.md"]
+    (pages / "production.md").write_text(PAGE.replace("# Failover", "# Running in production"))
+    assert report.pages() == [pages / "performance.md", pages / "production.md"]
+    assert report.main([]) == 0
+    assert "| kill -9 of the master -> a new master active | 0.33 s |" in (pages / "production.md").read_text()
 
 
 def test_a_readme_without_the_headline_marker_is_left_alone(pages):
