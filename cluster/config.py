@@ -34,7 +34,6 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
 
     [node]                        # process-local settings
     history = "n1-history.jsonl"
-    admin = "127.0.0.1:0"
     state-dir = "n1-state"        # durable Raft state (term, vote, log); see cluster/runtime.py
 
     [storage]                     # see Durability: this node's journal (and Raft's state)
@@ -342,7 +341,6 @@ class NodeConfig:
     cluster: ClusterConfig
     raft_bind: Address | None = None     # default: the host/port of our own NodeSpec.raft_addr
     history_path: str | None = None
-    admin_addr: Address | None = None
     # Where Raft's term, vote and log survive a restart (messages stay in memory). Without it a
     # restarted member forgets its vote and its log, and can help elect a master that lacks a
     # committed view; with it, a restarted member also knows that it lost its messages.
@@ -415,13 +413,12 @@ class NodeConfig:
             encrypt_links=d.get("encrypt-links", True),
         )
         local = d.get("node") or {}
-        _check_keys(local, {"history", "admin", "raft-bind", "state-dir"}, "node")
+        _check_keys(local, {"history", "raft-bind", "state-dir"}, "node")
         return cls(
             self_name=str(d.get("self", "")),
             cluster=cluster,
             raft_bind=Address.parse(local["raft-bind"]) if local.get("raft-bind") else None,
             history_path=local.get("history"),
-            admin_addr=Address.parse(local["admin"]) if local.get("admin") else None,
             state_dir=local.get("state-dir"),
             durability=Durability.from_dict(d["storage"], base_dir) if d.get("storage") is not None else None,
         )
@@ -455,8 +452,6 @@ class NodeConfig:
         local: dict[str, Any] = {}
         if self.history_path:
             local["history"] = self.history_path
-        if self.admin_addr:
-            local["admin"] = str(self.admin_addr)
         if self.raft_bind:
             local["raft-bind"] = str(self.raft_bind)
         if self.state_dir:

@@ -4,11 +4,12 @@
     POST   /cluster/members          body {"name", "raft", "stream"}: add a member (run on the master)
     DELETE /cluster/members/NAME     remove a member (run on the master)
 
-Read-only routes (GET /cluster, /health, /metrics and the dashboard, /ui) are open, like the SQS API. These three change
-the cluster, so a caller must both come from an allowed address (``admin-from`` in [cluster];
-loopback only by default, 403 otherwise) and present the cluster secret in the
-``X-Cluster-Secret`` header (401 otherwise). The secret travels in clear text: expose the admin
-routes beyond loopback only on a trusted network or behind TLS.
+Read-only routes (GET /cluster, /health, /metrics and the dashboard, /ui) are open, like the
+SQS API. These three change the cluster, so a caller must both come from an allowed address
+(``admin-from`` in [cluster] or ``from`` in [admin]; loopback only by default, 403 otherwise) and
+present the admin secret (the cluster secret unless [admin] sets one) in the ``X-Cluster-Secret``
+header (401 otherwise). The secret travels in clear text: expose the admin routes beyond
+loopback only on a trusted network or behind TLS.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ def _reply(status: int, payload: Any) -> HttpResponse:
     return HttpResponse(status, _JSON, json.dumps(payload).encode())
 
 
-class ClusterAdmin:
-    def __init__(self, backend: Any, secret: str, allow_from: Iterable[str]) -> None:
-        self.backend = backend          # a ClusterBackend: step_down / add_member / remove_member
-        self._secret = secret.encode()
+class AllowFrom:
+    """``admin-from``: whether a peer address may call the admin routes or act in the console."""
+
+    def __init__(self, allow_from: Iterable[str]) -> None:
         self._nets = tuple(ipaddress.ip_network(a, strict=False) for a in allow_from)
 
-    def allowed_peer(self, peer: str | None) -> bool:
+    def __call__(self, peer: str | None) -> bool:
         if peer is None:
             return False
         try:
@@ -51,6 +52,13 @@ class ClusterAdmin:
         if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
             addr = addr.ipv4_mapped
         return any(addr.version == n.version and addr in n for n in self._nets)
+
+
+class ClusterAdmin:
+    def __init__(self, backend: Any, secret: str, allow_from: Iterable[str]) -> None:
+        self.backend = backend          # a ClusterBackend: step_down / add_member / remove_member
+        self._secret = secret.encode()
+        self.allowed_peer = AllowFrom(allow_from)
 
     async def handle(self, req: HttpRequest) -> HttpResponse:
         if not self.allowed_peer(req.peer):

@@ -118,6 +118,11 @@ class ClusterBackend:
         self.replicated.forward(encode_request(req), answered)
 
     @property
+    def history(self) -> HistoryWriter | None:
+        """This member's history log ([cluster] history), which the console audits to as well."""
+        return self._history
+
+    @property
     def storage(self) -> Storage:
         """The state this node holds now (a state transfer replaces it)."""
         return self.replicated.storage

@@ -19,6 +19,16 @@ The file (all keys optional)::
     cert-file = "server.pem"     # PEM: the server's certificate, then any intermediates
     key-file = "server.key"      # PEM: its private key, unencrypted
 
+    # Optional: the operator's console (the dashboard's actions, elasticmq_py/dashboard/console/)
+    # and the admin routes. A cluster member's admin secret is its cluster secret unless one is
+    # given here; a single node has one only from here, and without one its console is read-only.
+    [admin]
+    secret-file = "admin-secret.txt"   # or secret = "..."; relative to this file
+    from = ["127.0.0.1", "::1"]  # who may log in and act (CIDRs allowed); the default. On a
+                                 # cluster member this or [cluster] admin-from, not both
+    history = "node.history.jsonl"   # a single node's history log, where console actions are
+                                 # audited; a cluster member's is [cluster] history
+
     # ElasticMQ's queues {} block: created at start-up, dead-letter queues first.
     [queues.orders]
     attributes = { VisibilityTimeout = 30, DelaySeconds = 0 }
@@ -147,6 +157,10 @@ class Config:
     # Sources allowed to call the mutating admin routes (POST/DELETE /cluster/...): addresses or
     # networks. They also need the cluster secret in the X-Cluster-Secret header.
     admin_from: tuple[str, ...] = ("127.0.0.1/32", "::1/128")
+    # [admin]: the console's (and admin routes') secret, where it is not the cluster secret, and
+    # a single node's history log, which the console's audit lines go to.
+    admin_secret: str | None = None
+    history: str | None = None
     gc: str = "managed"
     # [storage]: a data-dir makes queues and messages survive a restart (the journal); without
     # one everything is in memory, as for the embedded Server by default.
@@ -193,6 +207,7 @@ class Config:
         top = _Keys(doc, source)
         top.seen.update({"cluster", "storage"})  # parsed below, by cluster/config.py
         tls_doc = top.table("tls")
+        admin_doc = top.table("admin")
         queues = []
         for name, q in (top.table("queues") or {}).items():
             queues.append(_queue_spec(name, q, f"{source}: queues.{name}"))
@@ -223,6 +238,8 @@ class Config:
                                                 f"{source}: cluster", base_dir)
             cfg = replace(cfg, cluster=replace(node, durability=cfg.durability), node_name=node.self_name,
                           admin_from=admin_from if admin_from is not None else cfg.admin_from)
+        if admin_doc is not None:
+            cfg = _admin_section(cfg, admin_doc, "admin-from" in (cluster_doc or {}), f"{source}: admin", base_dir)
         return cfg
 
 
@@ -297,6 +314,38 @@ def _cluster_section(doc: Any, node_name: str | None, where: str,
             raise ConfigError(f"{where}: admin-from must be a list of addresses or networks")
         admin_from = tuple(admin_from)
     return node, admin_from
+
+
+def _admin_section(cfg: Config, doc: Mapping[str, Any], cluster_admin_from: bool, where: str,
+                   base_dir: Path | None) -> Config:
+    k = _Keys(doc, where)
+    secret, secret_file = k.str("secret", None), k.str("secret-file", None)
+    allow = k._get("from", (str, list), None)
+    history = k.str("history", None)
+    k.done()
+    if secret is not None and secret_file is not None:
+        raise ConfigError(f"{where}: secret or secret-file, not both")
+    if secret_file is not None:
+        path = Path(secret_file) if base_dir is None or Path(secret_file).is_absolute() else base_dir / secret_file
+        try:
+            secret = path.read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"{where}: secret-file: {e}") from None
+    if secret is not None and len(secret) < 16:
+        raise ConfigError(f"{where}: the secret must be at least 16 characters (it guards every action)")
+    if allow is not None:
+        if cluster_admin_from:
+            raise ConfigError(f"{where}: from and [cluster] admin-from both say who may act: keep one")
+        allow = (allow,) if isinstance(allow, str) else tuple(allow)
+        if not all(isinstance(a, str) for a in allow):
+            raise ConfigError(f"{where}: from must be a list of addresses or networks")
+    if history is not None:
+        if cfg.cluster is not None:
+            raise ConfigError(f"{where}: history: a cluster member audits to its [cluster] history")
+        if base_dir is not None and not Path(history).is_absolute():
+            history = str(base_dir / history)
+    return replace(cfg, admin_secret=secret, history=history,
+                   admin_from=allow if allow is not None else cfg.admin_from)
 
 
 def _tls_section(doc: Mapping[str, Any], where: str, base_dir: Path | None) -> Tls:

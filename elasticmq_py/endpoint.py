@@ -29,6 +29,9 @@ from elasticmq_py import dashboard
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
 from elasticmq_py.backend import Backend, run
+from elasticmq_py.dashboard.console import Console
+from elasticmq_py.dashboard.console.actions import EXECUTE_PATH
+from elasticmq_py.dashboard.console.actions import serve_forwarded as console_forwarded
 from elasticmq_py.health import Role
 from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
@@ -55,10 +58,12 @@ class EndpointConfig:
 
 class Endpoint:
     def __init__(self, backend: Backend, config: EndpointConfig = EndpointConfig(),
-                 admin: ClusterAdmin | None = None):
+                 admin: ClusterAdmin | None = None, console: Console | None = None):
         self.backend = backend
         self.config = config
         self.admin = admin
+        # the dashboard's actions; without a console of the server's, one without a secret (read-only)
+        self.console = console if console is not None else Console(None, (), config.scheme == "https")
         self.model = sqs_model()
         self._json = json_proto.JsonReader(self.model)
         journaled = getattr(backend, "journal_stats", None) is not None
@@ -82,6 +87,9 @@ class Endpoint:
             if path.startswith("/cluster/"):  # no SQS path looks like this (/ACCOUNT/QUEUE)
                 self._cluster_admin(req, reply)
                 return
+            if path.startswith("/ui/"):       # nor this: the console's actions, never forwarded as SQS
+                self.console.handle(self, req, reply)
+                return
         route = self.backend.route()
         if route is LOCAL:
             self._sqs(req, reply)
@@ -96,6 +104,9 @@ class Endpoint:
 
     def handle_forwarded(self, req: HttpRequest, respond: "Callable[[HttpResponse], None]") -> None:
         """A request another member forwarded to us (the master): never forwarded again."""
+        if req.path == EXECUTE_PATH:   # a console action (see dashboard/console/actions.py)
+            console_forwarded(self, req, respond)
+            return
         self._sqs(req, Reply(respond))
 
     def _cluster_admin(self, req: HttpRequest, reply: Reply) -> None:

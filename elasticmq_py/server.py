@@ -14,11 +14,13 @@ from storage.commands import Command, CreateQueue, Namespace
 from storage.errors import SqsError
 
 from cluster.clock import SystemClock
+from cluster.history import HistoryWriter
 
 from elasticmq_py.admin import ClusterAdmin
 from elasticmq_py.backend import Backend, LocalBackend, run
 from elasticmq_py.clustered import ClusterBackend
 from elasticmq_py.config import Config, ConfigError
+from elasticmq_py.dashboard.console import Console
 from elasticmq_py.endpoint import Endpoint, EndpointConfig
 from elasticmq_py.httpserver import HttpServer, serve
 from elasticmq_py.tls import server_context
@@ -76,13 +78,19 @@ class Server:
             backend = DurableBackend(SystemClock(), cfg.durability, cfg.limits_profile, node_name=cfg.node_name)
         elif backend is None:
             backend = LocalBackend(SystemClock(), cfg.limits_profile, node_name=cfg.node_name)
+        # the admin secret of the admin routes and the console: [admin]'s, else the cluster's
+        secret = cfg.admin_secret or (cfg.cluster.cluster.secret if cfg.cluster is not None else None) or None
         if isinstance(backend, ClusterBackend):
             # a cluster member's backend offers step_down / add_member / remove_member
-            admin = ClusterAdmin(backend, cfg.cluster.cluster.secret, cfg.admin_from)
+            admin = ClusterAdmin(backend, secret or "", cfg.admin_from)
+            console = Console(secret, cfg.admin_from, cfg.scheme == "https", backend.history)
+        else:
+            console = Console(secret, cfg.admin_from, cfg.scheme == "https", self._history(), owns_history=True)
         self.backend = backend
         self.endpoint = Endpoint(backend, EndpointConfig(
             account_id=cfg.account_id, region=cfg.region,
-            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}", scheme=cfg.scheme), admin=admin)
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}", scheme=cfg.scheme),
+            admin=admin, console=console)
         await backend.start(serve_forwarded=self.endpoint.handle_forwarded)
         if not isinstance(backend, ClusterBackend):
             try:
@@ -100,6 +108,15 @@ class Server:
             self._port = self._server.port
             log.info("elasticmq-py listening on %s", self.endpoint_url)
         return self
+
+    def _history(self) -> HistoryWriter | None:
+        """A single node's history log ([admin] history), where console actions are audited."""
+        if self.config.history is None:
+            return None
+        try:
+            return HistoryWriter(self.config.history, self.config.node_name)
+        except OSError as e:
+            raise ConfigError(f"[admin] history: {e}") from None
 
     def _configured_queues(self) -> list[CreateQueue]:
         """The [queues] of the configuration as commands, dead-letter queues first."""
@@ -154,6 +171,8 @@ class Server:
             self._server = None
         if self.backend is not None:
             await self.backend.stop()
+        if self.endpoint is not None:
+            self.endpoint.console.close()
 
     async def __aenter__(self) -> "Server":
         return await self.start_async()

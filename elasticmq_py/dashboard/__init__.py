@@ -1,7 +1,9 @@
-"""The dashboard: a read-only page served by every node at ``GET /ui``.
+"""The dashboard: a page served by every node at ``GET /ui``, read-only unless an operator
+logs in to its console (``console/``).
 
-The page (``static/``: one HTML file, its script and style sheet; no framework, nothing fetched
-from elsewhere) polls JSON routes of the node that served it, once a second:
+The pages (``static/``: the overview and a queue's page, their scripts and one style sheet; no
+framework, nothing fetched from elsewhere) poll JSON routes of the node that served them, once a
+second:
 
 * ``GET /cluster``: view, master, epoch, members, links, replication and last transfer;
 * ``GET /health``: whether this node serves clients, and why not;
@@ -9,11 +11,14 @@ from elsewhere) polls JSON routes of the node that served it, once a second:
   visible, in-flight and delayed counts and dead-letter queues, and totals over all of them
   (``queues.py``);
 * ``GET /ui/api/activity``: the requests this node has answered so far, by kind (the page turns
-  successive samples into rates), the last cluster events of its history log
-  (``history_tail.py``), and the members' HTTP addresses, to link to their dashboards.
+  successive samples into rates), the last events of its history log (``history_tail.py``),
+  console actions included, and the members' HTTP addresses, to link to their dashboards;
+* ``GET /ui/api/queue`` and ``GET /ui/api/session``: a queue's page and the console's state
+  (``console/``).
 
 ``ROUTES`` is what the endpoint's admin table includes. Every route here reads this node's own
-state and changes nothing. What a route reads of the node is gathered by the ``_node_*``
+state and changes nothing; the console's actions are POSTs under ``/ui/``, which the endpoint
+hands to ``Endpoint.console``. What a route reads of the node is gathered by the ``_node_*``
 functions below, so that a different node wiring needs changes only there.
 """
 
@@ -25,6 +30,9 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qsl
 
+from storage.commands import QueueKey
+
+from elasticmq_py.dashboard.console.queue_view import queue_view
 from elasticmq_py.dashboard.history_tail import HistoryTail
 from elasticmq_py.dashboard.queues import QueueQuery, queue_page
 from elasticmq_py.protocol.addressing import base_url
@@ -35,7 +43,10 @@ if TYPE_CHECKING:
 
 _STATIC = {   # path -> (file in static/, content type)
     "/ui": ("index.html", "text/html; charset=utf-8"),
+    "/ui/queue": ("queue.html", "text/html; charset=utf-8"),
     "/ui/static/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
+    "/ui/static/queue.js": ("queue.js", "text/javascript; charset=utf-8"),
+    "/ui/static/console.js": ("console.js", "text/javascript; charset=utf-8"),
     "/ui/static/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
 }
 # The page is small and changes with the package: read once per process.
@@ -85,6 +96,17 @@ def _queues(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
                                  base_url(req.headers, endpoint.config.fallback_host, endpoint.config.scheme)))
 
 
+def _queue(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
+    q = dict(parse_qsl(req.query.decode("utf-8", "replace")))
+    cfg = endpoint.config
+    key = QueueKey(q.get("region") or cfg.region, q.get("account") or cfg.account_id, q.get("name", ""))
+    storage = _node_storage(endpoint)
+    view = None if storage is None else queue_view(storage, key, base_url(req.headers, cfg.fallback_host, cfg.scheme))
+    if view is None:
+        return _json(404, {"error": f"this node holds no queue {key.name} in {key.region}/{key.account}"})
+    return _json(200, view)
+
+
 def _activity(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
     requests = {"all": 0, "errors": 0, "send": 0, "receive": 0, "delete": 0}
     for (action, outcome), n in endpoint.metrics.request_counts().items():
@@ -95,7 +117,7 @@ def _activity(endpoint: "Endpoint", req: HttpRequest) -> HttpResponse:
         if kind is not None:
             requests[kind] += n
     cfg = _node_config(endpoint)
-    path = cfg.history_path if cfg is not None else None
+    path = endpoint.console.history_path   # the cluster member's history, or a single node's [admin] one
     events: list[dict[str, Any]] = []
     if path:
         tail = _tails.get(path)
@@ -113,4 +135,6 @@ ROUTES: dict[str, Callable[["Endpoint", HttpRequest], HttpResponse]] = {
     **{path: _static for path in _STATIC},
     "/ui/api/queues": _queues,
     "/ui/api/activity": _activity,
+    "/ui/api/queue": _queue,
+    "/ui/api/session": lambda endpoint, req: endpoint.console.session_info(req),
 }
