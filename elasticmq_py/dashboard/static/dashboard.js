@@ -176,15 +176,20 @@
 
   // -- queues ------------------------------------------------------------------------------------------------
 
+  function queuePage(region, account, name) {
+    return "/ui/queue?" + new URLSearchParams({ region, account, name });
+  }
+
   function renderQueues(page) {
     const t = page.totals || {};
     $("queue-summary").textContent = page.total_queues + " queues · " + t.visible + " visible · " + t.inflight +
       " in flight · " + t.delayed + " delayed · " + t.dlqs + " dead-letter queues";
     const rows = page.queues.map((q) => {
       const dlq = el("td", {});
-      if (q.dlq) dlq.append(q.dlq.name + (q.dlq.exists ? "" : " (missing)"));
+      if (q.dlq && q.dlq.exists && q.dlq.same_namespace) dlq.append(el("a", { href: queuePage(q.region, q.account, q.dlq.name) }, q.dlq.name));
+      else if (q.dlq) dlq.append(q.dlq.name + (q.dlq.exists ? "" : " (missing)"));
       else dlq.append("-");
-      const name = el("td", {}, el("span", { title: q.url }, q.name));
+      const name = el("td", {}, el("a", { title: q.url, href: queuePage(q.region, q.account, q.name) }, q.name));
       if (q.dlq_for) name.append(el("span", { class: "dlq" }, "DLQ of " + q.dlq_for));
       return el("tr", { data: { queue: q.name } }, name, td(q.region + " / " + q.account),
         td(q.visible, "num visible"), td(q.inflight, "num inflight"), td(q.delayed, "num delayed"), dlq);
@@ -212,6 +217,8 @@
       case "transfer_started": return "sending a snapshot to " + e.peer + " at seq " + e.at_seq;
       case "transfer_finished": return (e.direction === "sent" ? "sent to " : "received from ") + e.peer + ": " +
         e.records + " records, " + bytes(e.bytes) + " in " + Number(e.duration_s).toFixed(2) + " s";
+      case "console": return e.peer + " " + e.action + (e.queue ? " " + e.queue : "") + ": " + e.outcome +
+        (e.error ? " (" + e.error + ")" : "") + (e.via ? ", executed by " + e.via : "");
       case "started": return "started" + (e.restarted ? " (restarted: amnesiac until caught up)" : "");
       default: {
         const rest = Object.assign({}, e);
