@@ -3,7 +3,7 @@
 // (or by GET /ui/api/session after a reload) goes with each action in the X-CSRF-Token header.
 "use strict";
 window.elasticmqConsole = (function () {
-  const state = { writable: false, logged_in: false, csrf: null, allowed: false, reason: "" };
+  const state = { writable: false, logged_in: false, csrf: null, allowed: false, reason: "", note: "" };
   const listeners = [];
   const $ = (id) => document.getElementById(id);
 
@@ -16,7 +16,9 @@ window.elasticmqConsole = (function () {
                                   credentials: "same-origin" });
     let out = {};
     try { out = await r.json(); } catch (e) { /* not JSON */ }
-    if (r.status === 401) { state.logged_in = false; state.csrf = null; changed(); }
+    if (r.status === 401 && path !== "/ui/api/login") {   // the session expired: log in again
+      state.logged_in = false; state.csrf = null; state.note = "the session ended: log in again"; changed();
+    }
     return { status: r.status, body: out };
   }
 
@@ -51,13 +53,14 @@ window.elasticmqConsole = (function () {
                                                                       autocomplete: "current-password" });
       const go = Object.assign(document.createElement("button"), { id: "login-button", type: "submit", textContent: "log in to act" });
       const msg = Object.assign(document.createElement("span"), { id: "console-state", className: "muted",
-                                                                  textContent: state.reason });
+                                                                  textContent: state.note || state.reason });
       form.append(secret, go, msg);
       form.addEventListener("submit", async (ev) => {
         ev.preventDefault();
         const r = await post("/ui/api/login", { secret: secret.value });
-        if (r.status === 200) { state.logged_in = true; state.csrf = r.body.csrf; changed(); }
-        else { msg.textContent = (r.body.error || {}).message || ("login failed: " + r.status); secret.value = ""; }
+        if (r.status === 200) { state.logged_in = true; state.csrf = r.body.csrf; state.note = ""; }
+        else state.note = (r.body.error || {}).message || ("login failed: " + r.status);
+        changed();
       });
       parts.push(form);
     }

@@ -31,7 +31,8 @@
   function clock(ms) { return new Date(ms).toLocaleTimeString([], { hour12: false }); }
 
   function rows(tbody, entries) {
-    tbody.replaceChildren(...entries.map(([k, v]) => el("tr", { data: { key: k } }, el("th", {}, k), el("td", {}, v))));
+    tbody.replaceChildren(...(entries.length ? entries.map(([k, v]) => el("tr", { data: { key: k } }, el("th", {}, k), el("td", {}, v)))
+                                             : [el("tr", {}, el("td", { class: "muted" }, "none"))]));
   }
 
   // -- what the page shows -----------------------------------------------------------------------

@@ -1,0 +1,124 @@
+"""The console in a real browser (headless Chromium, tests/endpoint/browser.py), against a live
+3-member cluster of real processes (elasticmq-py's local-cluster launcher), on a replica's
+dashboard: a person logs in with the cluster secret, opens a dead-letter queue's page, starts a
+redrive and watches the DLQ empty and the source queue fill; then sends a test message, peeks,
+purges and deletes the queue from its page. Every action reaches the master: its history shows
+the SQS operations, the replica's shows the console's audit lines naming the master. Screenshots
+go to tests/artifacts/."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from cluster.history import read_history
+from elasticmq_py import localcluster
+from tests.endpoint.browser import screenshot
+from tests.endpoint.test_dashboard_browser import _sqs, _text, _wait, browser  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.slow
+
+QUEUE_PAGE = "/ui/queue?region=us-east-1&account=000000000000&name="
+
+
+def _accept(driver) -> None:
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 5).until(expected_conditions.alert_is_present()).accept()
+
+
+def _logged_in(driver) -> bool:
+    return _text(driver, "#console-state") == "console: logged in"
+
+
+def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browser, tmp_path):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    plan = localcluster.plan_ports(3, 0)
+    directory = tmp_path / "cluster"
+    cluster = localcluster.LocalCluster(directory, plan, fsync=None)
+    cluster.start()
+    try:
+        deadline = time.monotonic() + 30
+        master = None
+        while master is None:
+            assert time.monotonic() < deadline and not cluster.exited(), "the cluster did not start"
+            master = cluster.ready_master(cluster.statuses())
+            time.sleep(0.2)
+        url = {n.name: n.url for n in plan}
+        replica = next(n.name for n in plan if n.name != master)
+        sqs = _sqs(url[replica])
+        dlq = sqs.create_queue(QueueName="orders-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        q = sqs.create_queue(QueueName="orders", Attributes={"RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})["QueueUrl"]
+        for i in range(3):
+            sqs.send_message(QueueUrl=q, MessageBody=f"order {i}")
+        assert len(sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]) == 3
+        assert "Messages" not in sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10), "moved to the DLQ"
+
+        browser.get(url[replica] + QUEUE_PAGE + "orders-dlq")
+        _wait(browser, "the DLQ's 3 messages", lambda d: _text(d, "#visible") == "3")
+        assert _text(browser, "#dlq-for") == "the dead-letter queue of orders"
+        assert browser.find_element(By.ID, "start-redrive").get_attribute("disabled"), "no action before login"
+        browser.find_element(By.ID, "secret").send_keys("not the secret")
+        browser.find_element(By.ID, "login-button").click()
+        _wait(browser, "the refusal", lambda d: _text(d, "#console-state") == "wrong secret")
+        browser.find_element(By.ID, "secret").send_keys((directory / "secret").read_text().strip())
+        browser.find_element(By.ID, "login-button").click()
+        _wait(browser, "the console logged in", _logged_in)
+
+        browser.find_element(By.ID, "start-redrive").click()
+        _wait(browser, "the redrive started on the master",
+              lambda d: _text(d, "#action-result") == f"started a redrive (executed by the master, {master})")
+        _wait(browser, "the DLQ emptied", lambda d: _text(d, "#visible") == "0", timeout=30)
+        _wait(browser, "the task completed", lambda d: _text(d, '#tasks tr[data-status="COMPLETED"] .moved') == "3")
+        screenshot(browser, "console-dlq-redriven")
+
+        browser.find_element(By.CSS_SELECTOR, "#dlq-for a.source").click()
+        _wait(browser, "orders refilled", lambda d: _text(d, "#queue-name") == "orders" and _text(d, "#visible") == "3")
+        _wait(browser, "the console still logged in", _logged_in)
+        assert _text(browser, "#redrive").startswith("dead letters go to orders-dlq after 1 receives")
+
+        browser.find_element(By.ID, "send-body").send_keys("a test message")
+        browser.find_element(By.ID, "add-attr").click()
+        browser.find_element(By.CSS_SELECTOR, "#send-attrs .attr-name").send_keys("origin")
+        browser.find_element(By.CSS_SELECTOR, "#send-attrs .attr-value").send_keys("console")
+        browser.find_element(By.ID, "send").click()
+        _wait(browser, "the test message", lambda d: _text(d, "#visible") == "4")
+        assert _text(browser, "#action-result").startswith("sent message ")
+
+        browser.find_element(By.ID, "peek").click()
+        _wait(browser, "4 peeked messages", lambda d: _text(d, "#action-result").startswith("peeked 4 messages"))
+        bodies = {_text(browser, f"#peeked tbody tr:nth-child({i}) .body") for i in range(1, 5)}
+        assert bodies == {"order 0", "order 1", "order 2", "a test message"}
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#peeked tbody tr")
+                   if r.find_element(By.CSS_SELECTOR, ".body").text == "a test message")
+        assert row.find_element(By.CSS_SELECTOR, ".attrs").text == "origin = console (String)"
+        assert "ApproximateReceiveCount = 1" in row.find_element(By.CSS_SELECTOR, ".sysattrs").text
+        assert row.find_element(By.CSS_SELECTOR, ".receives").text == "1"
+        assert _text(browser, "#visible") == "4", "a peek hides nothing"
+        screenshot(browser, "console-queue-peeked")
+
+        browser.find_element(By.ID, "purge").click()
+        _accept(browser)
+        _wait(browser, "the purge", lambda d: _text(d, "#visible") == "0")
+        browser.find_element(By.ID, "delete").click()
+        _accept(browser)
+        _wait(browser, "the queue gone", lambda d: "holds no queue orders" in _text(d, "#missing"))
+        screenshot(browser, "console-queue-deleted")
+        assert [u for u in sqs.list_queues().get("QueueUrls", []) if u.endswith("/orders")] == []
+
+        audit = [e for e in read_history(str(directory / f"{replica}.history.jsonl")) if e["event"] == "console"]
+        assert [(e["action"], e["outcome"]) for e in audit] == [
+            ("login", "refused"), ("login", "ok"), ("StartMessageMoveTask", "ok"), ("SendMessage", "ok"),
+            ("ReceiveMessage", "ok"), ("PurgeQueue", "ok"), ("DeleteQueue", "ok")]
+        assert all(e["via"] == master for e in audit[2:]) and all(e["peer"] == "127.0.0.1" for e in audit)
+        ops = [(e["action"], e["queue"]) for e in read_history(str(directory / f"{master}.history.jsonl"))
+               if e["event"] == "op" and e["action"] in ("StartMessageMoveTask", "PurgeQueue", "DeleteQueue")]
+        assert ops == [("StartMessageMoveTask", None), ("PurgeQueue", "orders"), ("DeleteQueue", "orders")]
+    finally:
+        cluster.stop()
