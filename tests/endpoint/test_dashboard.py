@@ -164,16 +164,22 @@ def test_activity_counts_the_requests_this_node_answered(server):
     assert after["at"] >= before["at"]
 
 
-def test_the_page_and_its_assets_come_from_the_node_alone(server):
-    code, headers, page = _get(server.endpoint_url + "/ui")
+@pytest.mark.parametrize("path, assets", [
+    ("/ui", [b"/ui/static/console.js", b"/ui/static/dashboard.css", b"/ui/static/dashboard.js"]),
+    ("/ui/queue", [b"/ui", b"/ui/static/console.js", b"/ui/static/dashboard.css", b"/ui/static/queue.js"]),
+])
+def test_the_page_and_its_assets_come_from_the_node_alone(server, path, assets):
+    code, headers, page = _get(server.endpoint_url + path)
     assert code == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
     refs = re.findall(rb'(?:src|href)="([^"]+)"', page)
-    assert sorted(refs) == [b"/ui/static/dashboard.css", b"/ui/static/dashboard.js"]
-    for ref, ctype in ((b"/ui/static/dashboard.css", "text/css"), (b"/ui/static/dashboard.js", "text/javascript")):
+    assert sorted(refs) == assets
+    for ref in assets:
+        if ref == b"/ui":
+            continue   # the overview, tested above
+        ctype = "text/css" if ref.endswith(b".css") else "text/javascript"
         code, headers, body = _get(server.endpoint_url + ref.decode())
         assert code == 200 and headers["Content-Type"].startswith(ctype) and body
         # nothing is loaded from elsewhere (the one URL in the script is the SVG namespace's name)
         assert re.findall(rb"https?://[^\s\"']+", body) in ([], [b"http://www.w3.org/2000/svg"])
         assert b"@import" not in body and b"url(" not in body
-    js = _get(server.endpoint_url + "/ui/static/dashboard.js")[2]
-    assert b"innerHTML" not in js, "names from clients are written as text, never as markup"
+        assert b"innerHTML" not in body, "names from clients are written as text, never as markup"
