@@ -71,3 +71,30 @@ def screenshot(driver, name: str) -> Path:
     assert driver.save_screenshot(str(path)), f"no screenshot written to {path}"
     print(f"screenshot: {path}")
     return path
+
+
+def text_of(driver, css: str) -> str:
+    """The first match's text, "" when none (the page redraws every second: an element found may
+    be replaced before it is read, and is then read again)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    for _ in range(5):
+        try:
+            found = driver.find_elements(By.CSS_SELECTOR, css)
+            return found[0].text if found else ""
+        except StaleElementReferenceException:
+            continue
+    return ""
+
+
+def wait_until(driver, what: str, pred, timeout: float = 20.0):
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: pred(d))
+    except TimeoutException:
+        screenshot(driver, "dashboard-failed-wait")
+        raise AssertionError(f"the page never showed {what}; the page's text:\n{driver.find_element('tag name', 'body').text}")

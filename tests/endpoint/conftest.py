@@ -94,3 +94,19 @@ def region():
 @pytest.fixture
 def sqs(server, region):
     return make_client(server, region)
+
+
+def sqs_client(url: str):
+    """boto3's SQS client for a server at ``url`` (any credentials: they are not checked)."""
+    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
+                        aws_secret_access_key="x")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium (tests/endpoint/browser.py) with a fresh profile, quit after the test."""
+    from tests.endpoint.browser import start_browser
+
+    driver = start_browser(tmp_path / "chromium-profile")
+    yield driver
+    driver.quit()

@@ -6,6 +6,7 @@ a read-only console without a secret, a replica's action executed by the master,
 from __future__ import annotations
 
 import http.client
+import urllib.error
 import json
 import ssl
 
@@ -334,3 +335,38 @@ def test_the_admin_section(tmp_path):
 def test_admin_section_errors_are_clear(doc, msg):
     with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
         Config.from_dict(doc)
+
+
+def test_on_a_cluster_member_admin_secret_replaces_the_cluster_secret_for_console_and_admin_routes(tmp_path):
+    import time
+    import urllib.request
+
+    from elasticmq_py import localcluster
+
+    [me] = plan = localcluster.plan_ports(1, 0)
+    localcluster.write_configs(tmp_path, plan, "majority", True, fsync=None)
+    cluster_secret = (tmp_path / "secret").read_text().strip()
+    path = tmp_path / f"{me.name}.toml"
+    path.write_text(path.read_text() + f'\n[admin]\nsecret = "{SECRET}"\n')
+    with Server(config=Config.from_toml(path)) as s:
+        deadline = time.monotonic() + 20
+        while s.backend.status().master is None or not s.backend.status().active:
+            assert time.monotonic() < deadline, "the one-member cluster never served"
+            time.sleep(0.05)
+        c = Client(s)
+        assert c.login(cluster_secret)[0] == 401
+        assert c.login()[0] == 200
+        c.act("SendMessage", {"MessageBody": "x"})
+
+        def step_down(secret: str) -> int:
+            req = urllib.request.Request(f"http://127.0.0.1:{s.port}/cluster/step-down", b"{}", method="POST",
+                                         headers={"X-Cluster-Secret": secret})
+            try:
+                return urllib.request.urlopen(req).status
+            except urllib.error.HTTPError as e:
+                return e.code
+        assert step_down(cluster_secret) == 401
+        assert step_down(SECRET) == 409, "accepted, and refused for a reason of its own: no follower"
+    audit = [(e["action"], e["outcome"]) for e in read_history(str(tmp_path / f"{me.name}.history.jsonl"))
+             if e["event"] == "console"]
+    assert audit == [("login", "refused"), ("login", "ok"), ("SendMessage", "failed")], "in the [cluster] history"

@@ -15,8 +15,8 @@ import pytest
 
 from cluster.history import read_history
 from elasticmq_py import localcluster
-from tests.endpoint.browser import screenshot
-from tests.endpoint.test_dashboard_browser import _sqs, _text, _wait, browser  # noqa: F401 (a fixture)
+from tests.endpoint.browser import screenshot, text_of, wait_until
+from tests.endpoint.conftest import sqs_client
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +31,10 @@ def _accept(driver) -> None:
 
 
 def _logged_in(driver) -> bool:
-    return _text(driver, "#console-state") == "console: logged in"
+    return text_of(driver, "#console-state") == "console: logged in"
 
 
-def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browser, tmp_path):  # noqa: F811
+def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
     plan = localcluster.plan_ports(3, 0)
@@ -50,7 +50,7 @@ def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browse
             time.sleep(0.2)
         url = {n.name: n.url for n in plan}
         replica = next(n.name for n in plan if n.name != master)
-        sqs = _sqs(url[replica])
+        sqs = sqs_client(url[replica])
         dlq = sqs.create_queue(QueueName="orders-dlq")["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         q = sqs.create_queue(QueueName="orders", Attributes={"RedrivePolicy": json.dumps(
@@ -61,54 +61,54 @@ def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browse
         assert "Messages" not in sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10), "moved to the DLQ"
 
         browser.get(url[replica] + QUEUE_PAGE + "orders-dlq")
-        _wait(browser, "the DLQ's 3 messages", lambda d: _text(d, "#visible") == "3")
-        assert _text(browser, "#dlq-for") == "the dead-letter queue of orders"
+        wait_until(browser, "the DLQ's 3 messages", lambda d: text_of(d, "#visible") == "3")
+        assert text_of(browser, "#dlq-for") == "the dead-letter queue of orders"
         assert browser.find_element(By.ID, "start-redrive").get_attribute("disabled"), "no action before login"
         browser.find_element(By.ID, "secret").send_keys("not the secret")
         browser.find_element(By.ID, "login-button").click()
-        _wait(browser, "the refusal", lambda d: _text(d, "#console-state") == "wrong secret")
+        wait_until(browser, "the refusal", lambda d: text_of(d, "#console-state") == "wrong secret")
         browser.find_element(By.ID, "secret").send_keys((directory / "secret").read_text().strip())
         browser.find_element(By.ID, "login-button").click()
-        _wait(browser, "the console logged in", _logged_in)
+        wait_until(browser, "the console logged in", _logged_in)
 
         browser.find_element(By.ID, "start-redrive").click()
-        _wait(browser, "the redrive started on the master",
-              lambda d: _text(d, "#action-result") == f"started a redrive (executed by the master, {master})")
-        _wait(browser, "the DLQ emptied", lambda d: _text(d, "#visible") == "0", timeout=30)
-        _wait(browser, "the task completed", lambda d: _text(d, '#tasks tr[data-status="COMPLETED"] .moved') == "3")
+        wait_until(browser, "the redrive started on the master",
+              lambda d: text_of(d, "#action-result") == f"started a redrive (executed by the master, {master})")
+        wait_until(browser, "the DLQ emptied", lambda d: text_of(d, "#visible") == "0", timeout=30)
+        wait_until(browser, "the task completed", lambda d: text_of(d, '#tasks tr[data-status="COMPLETED"] .moved') == "3")
         screenshot(browser, "console-dlq-redriven")
 
         browser.find_element(By.CSS_SELECTOR, "#dlq-for a.source").click()
-        _wait(browser, "orders refilled", lambda d: _text(d, "#queue-name") == "orders" and _text(d, "#visible") == "3")
-        _wait(browser, "the console still logged in", _logged_in)
-        assert _text(browser, "#redrive").startswith("dead letters go to orders-dlq after 1 receives")
+        wait_until(browser, "orders refilled", lambda d: text_of(d, "#queue-name") == "orders" and text_of(d, "#visible") == "3")
+        wait_until(browser, "the console still logged in", _logged_in)
+        assert text_of(browser, "#redrive").startswith("dead letters go to orders-dlq after 1 receives")
 
         browser.find_element(By.ID, "send-body").send_keys("a test message")
         browser.find_element(By.ID, "add-attr").click()
         browser.find_element(By.CSS_SELECTOR, "#send-attrs .attr-name").send_keys("origin")
         browser.find_element(By.CSS_SELECTOR, "#send-attrs .attr-value").send_keys("console")
         browser.find_element(By.ID, "send").click()
-        _wait(browser, "the test message", lambda d: _text(d, "#visible") == "4")
-        assert _text(browser, "#action-result").startswith("sent message ")
+        wait_until(browser, "the test message", lambda d: text_of(d, "#visible") == "4")
+        assert text_of(browser, "#action-result").startswith("sent message ")
 
         browser.find_element(By.ID, "peek").click()
-        _wait(browser, "4 peeked messages", lambda d: _text(d, "#action-result").startswith("peeked 4 messages"))
-        bodies = {_text(browser, f"#peeked tbody tr:nth-child({i}) .body") for i in range(1, 5)}
+        wait_until(browser, "4 peeked messages", lambda d: text_of(d, "#action-result").startswith("peeked 4 messages"))
+        bodies = {text_of(browser, f"#peeked tbody tr:nth-child({i}) .body") for i in range(1, 5)}
         assert bodies == {"order 0", "order 1", "order 2", "a test message"}
         row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#peeked tbody tr")
                    if r.find_element(By.CSS_SELECTOR, ".body").text == "a test message")
         assert row.find_element(By.CSS_SELECTOR, ".attrs").text == "origin = console (String)"
         assert "ApproximateReceiveCount = 1" in row.find_element(By.CSS_SELECTOR, ".sysattrs").text
         assert row.find_element(By.CSS_SELECTOR, ".receives").text == "1"
-        assert _text(browser, "#visible") == "4", "a peek hides nothing"
+        assert text_of(browser, "#visible") == "4", "a peek hides nothing"
         screenshot(browser, "console-queue-peeked")
 
         browser.find_element(By.ID, "purge").click()
         _accept(browser)
-        _wait(browser, "the purge", lambda d: _text(d, "#visible") == "0")
+        wait_until(browser, "the purge", lambda d: text_of(d, "#visible") == "0")
         browser.find_element(By.ID, "delete").click()
         _accept(browser)
-        _wait(browser, "the queue gone", lambda d: "holds no queue orders" in _text(d, "#missing"))
+        wait_until(browser, "the queue gone", lambda d: "holds no queue orders" in text_of(d, "#missing"))
         screenshot(browser, "console-queue-deleted")
         assert [u for u in sqs.list_queues().get("QueueUrls", []) if u.endswith("/orders")] == []
 

@@ -11,58 +11,19 @@ from __future__ import annotations
 
 import time
 
-import boto3
 import pytest
 
 from elasticmq_py import localcluster
 from storage.commands import CreateQueue, Namespace, SendMessage
-from tests.endpoint.browser import screenshot, start_browser
+from tests.endpoint.browser import screenshot, text_of, wait_until
+from tests.endpoint.conftest import sqs_client
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def browser(tmp_path):
-    driver = start_browser(tmp_path / "chromium-profile")
-    yield driver
-    driver.quit()
-
-
-def _text(driver, css: str) -> str:
-    """The first match's text, "" when none (the page redraws every second: an element found may
-    be replaced before it is read, and is then read again)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    for _ in range(5):
-        try:
-            found = driver.find_elements(By.CSS_SELECTOR, css)
-            return found[0].text if found else ""
-        except StaleElementReferenceException:
-            continue
-    return ""
-
-
-def _wait(driver, what: str, pred, timeout: float = 20.0):
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.2,
-                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: pred(d))
-    except TimeoutException:
-        screenshot(driver, "dashboard-failed-wait")
-        raise AssertionError(f"the page never showed {what}; the page's text:\n{driver.find_element('tag name', 'body').text}")
-
-
 def _counts(driver, queue: str) -> tuple[str, str, str]:
     row = f'#queues tr[data-queue="{queue}"]'
-    return _text(driver, f"{row} .visible"), _text(driver, f"{row} .inflight"), _text(driver, f"{row} .delayed")
-
-
-def _sqs(url: str):
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
-                        aws_secret_access_key="x")
+    return text_of(driver, f"{row} .visible"), text_of(driver, f"{row} .inflight"), text_of(driver, f"{row} .delayed")
 
 
 def _spark_peak(driver, series: str) -> float:
@@ -84,40 +45,40 @@ def test_the_dashboard_follows_a_live_cluster_through_sends_and_a_kill_of_the_ma
             time.sleep(0.2)
         url = {n.name: n.url for n in plan}
         replica = next(n.name for n in plan if n.name != master)
-        sqs = _sqs(url[replica])     # forwarded to the master
+        sqs = sqs_client(url[replica])     # forwarded to the master
         q = sqs.create_queue(QueueName="orders")["QueueUrl"]
 
         browser.get(url[replica] + "/ui")
-        _wait(browser, f"the master {master}", lambda d: _text(d, "#master") == master)
-        _wait(browser, "every member", lambda d: all(_text(d, f'tr[data-member="{n.name}"]') for n in plan))
-        assert _text(browser, f'tr[data-member="{master}"] .role') == "master"
-        assert _text(browser, f'tr[data-member="{replica}"] .role') == "replica"
+        wait_until(browser, f"the master {master}", lambda d: text_of(d, "#master") == master)
+        wait_until(browser, "every member", lambda d: all(text_of(d, f'tr[data-member="{n.name}"]') for n in plan))
+        assert text_of(browser, f'tr[data-member="{master}"] .role') == "master"
+        assert text_of(browser, f'tr[data-member="{replica}"] .role') == "replica"
         assert "me" in browser.find_element("css selector", f'tr[data-member="{replica}"]').get_attribute("class")
-        _wait(browser, "serving by forwarding", lambda d: _text(d, "#serving") == f"serving, by forwarding to {master}")
-        _wait(browser, "the empty queue", lambda d: _counts(d, "orders") == ("0", "0", "0"))
+        wait_until(browser, "serving by forwarding", lambda d: text_of(d, "#serving") == f"serving, by forwarding to {master}")
+        wait_until(browser, "the empty queue", lambda d: _counts(d, "orders") == ("0", "0", "0"))
 
         for i in range(3):
             sqs.send_message(QueueUrl=q, MessageBody=f"m{i}")
         sqs.send_message(QueueUrl=q, MessageBody="later", DelaySeconds=600)
-        _wait(browser, "3 visible and 1 delayed", lambda d: _counts(d, "orders") == ("3", "0", "1"))
+        wait_until(browser, "3 visible and 1 delayed", lambda d: _counts(d, "orders") == ("3", "0", "1"))
         got = sqs.receive_message(QueueUrl=q, VisibilityTimeout=600)["Messages"]
         assert len(got) == 1
-        _wait(browser, "2 visible, 1 in flight", lambda d: _counts(d, "orders") == ("2", "1", "1"))
-        _wait(browser, "the replicated batches on the sparkline", lambda d: _spark_peak(d, "batches") > 0)
-        _wait(browser, "the view in the events", lambda d: f"master {master}" in _text(d, '#events li[data-event="view"]'))
+        wait_until(browser, "2 visible, 1 in flight", lambda d: _counts(d, "orders") == ("2", "1", "1"))
+        wait_until(browser, "the replicated batches on the sparkline", lambda d: _spark_peak(d, "batches") > 0)
+        wait_until(browser, "the view in the events", lambda d: f"master {master}" in text_of(d, '#events li[data-event="view"]'))
         screenshot(browser, "dashboard-cluster")
 
         cluster.procs[master].kill()         # SIGKILL
         cluster.procs[master].wait(5)
         survivors = [n.name for n in plan if n.name != master]
-        new = _wait(browser, "a new master", lambda d: _text(d, "#master") in survivors and _text(d, "#master"))
-        _wait(browser, f"{master}'s links down", lambda d: "down" in _text(d, f'tr[data-member="{master}"]'))
-        _wait(browser, f"the view naming {new} in the events",
+        new = wait_until(browser, "a new master", lambda d: text_of(d, "#master") in survivors and text_of(d, "#master"))
+        wait_until(browser, f"{master}'s links down", lambda d: "down" in text_of(d, f'tr[data-member="{master}"]'))
+        wait_until(browser, f"the view naming {new} in the events",
               lambda d: any(f"master {new}" in e.text for e in d.find_elements("css selector", '#events li[data-event="view"]')))
-        _wait(browser, "serving again", lambda d: _text(d, "#serving").startswith("serving"))
+        wait_until(browser, "serving again", lambda d: text_of(d, "#serving").startswith("serving"))
         assert _counts(browser, "orders") == ("2", "1", "1"), "what the majority acknowledged survived"
         sqs.send_message(QueueUrl=q, MessageBody="after the failover")
-        _wait(browser, "the send after the failover", lambda d: _counts(d, "orders") == ("3", "1", "1"))
+        wait_until(browser, "the send after the failover", lambda d: _counts(d, "orders") == ("3", "1", "1"))
         screenshot(browser, "dashboard-after-failover")
     finally:
         cluster.stop()
@@ -133,20 +94,20 @@ def test_ten_thousand_queues_stay_a_page_of_fifty(browser):
         for _ in range(7):
             server.execute(SendMessage(ns.key("q-04242"), "x"))
         browser.get(server.endpoint_url + "/ui")
-        _wait(browser, "the first page", lambda d: _text(d, "#pager") == "1–50 of 10000")
+        wait_until(browser, "the first page", lambda d: text_of(d, "#pager") == "1–50 of 10000")
         rows = browser.find_elements("css selector", "#queues tbody tr")
         assert len(rows) == 50 and rows[0].get_attribute("data-queue") == "q-00000"
-        assert "10000 queues" in _text(browser, "#queue-summary") and "7 visible" in _text(browser, "#queue-summary")
+        assert "10000 queues" in text_of(browser, "#queue-summary") and "7 visible" in text_of(browser, "#queue-summary")
 
         browser.find_element("id", "next").click()
-        _wait(browser, "the second page", lambda d: _text(d, "#pager") == "51–100 of 10000")
-        assert _text(browser, "#queues tbody tr") .startswith("q-00050")
+        wait_until(browser, "the second page", lambda d: text_of(d, "#pager") == "51–100 of 10000")
+        assert text_of(browser, "#queues tbody tr") .startswith("q-00050")
 
         browser.find_element("id", "filter").send_keys("q-0424")
-        _wait(browser, "the filtered page", lambda d: _text(d, "#pager") == "1–10 of 10 matching “q-0424”")
+        wait_until(browser, "the filtered page", lambda d: text_of(d, "#pager") == "1–10 of 10 matching “q-0424”")
         from selenium.webdriver.support.ui import Select
 
         Select(browser.find_element("id", "sort")).select_by_value("total")
-        _wait(browser, "the fullest queue first", lambda d: _text(d, "#queues tbody tr").startswith("q-04242"))
+        wait_until(browser, "the fullest queue first", lambda d: text_of(d, "#queues tbody tr").startswith("q-04242"))
         assert _counts(browser, "q-04242") == ("7", "0", "0")
         screenshot(browser, "dashboard-10000-queues")
