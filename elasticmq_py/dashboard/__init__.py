@@ -47,6 +47,7 @@ _STATIC = {   # path -> (file in static/, content type)
     "/ui/static/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
     "/ui/static/queue.js": ("queue.js", "text/javascript; charset=utf-8"),
     "/ui/static/console.js": ("console.js", "text/javascript; charset=utf-8"),
+    "/ui/static/page.js": ("page.js", "text/javascript; charset=utf-8"),
     "/ui/static/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
 }
 # The page is small and changes with the package: read once per process.

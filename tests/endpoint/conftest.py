@@ -1,4 +1,6 @@
+import contextlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,23 @@ def browser(tmp_path):
     driver = start_browser(tmp_path / "chromium-profile")
     yield driver
     driver.quit()
+
+
+@contextlib.contextmanager
+def local_cluster(directory: Path, nodes: int = 3, fsync: str | None = "always"):
+    """Members as real processes (elasticmq_py/localcluster.py): (the cluster, its master's name)
+    once every member agrees on a serving master; stopped on the way out."""
+    from elasticmq_py import localcluster
+
+    cluster = localcluster.LocalCluster(directory, localcluster.plan_ports(nodes, 0), fsync=fsync)
+    cluster.start()
+    try:
+        deadline = time.monotonic() + 30
+        master = None
+        while master is None:
+            assert time.monotonic() < deadline and not cluster.exited(), "the cluster did not start"
+            master = cluster.ready_master(cluster.statuses())
+            time.sleep(0.2)
+        yield cluster, master
+    finally:
+        cluster.stop()

@@ -9,14 +9,12 @@ go to tests/artifacts/."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from cluster.history import read_history
-from elasticmq_py import localcluster
 from tests.endpoint.browser import screenshot, text_of, wait_until
-from tests.endpoint.conftest import sqs_client
+from tests.endpoint.conftest import local_cluster, sqs_client
 
 pytestmark = pytest.mark.slow
 
@@ -37,17 +35,9 @@ def _logged_in(driver) -> bool:
 def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    plan = localcluster.plan_ports(3, 0)
     directory = tmp_path / "cluster"
-    cluster = localcluster.LocalCluster(directory, plan, fsync=None)
-    cluster.start()
-    try:
-        deadline = time.monotonic() + 30
-        master = None
-        while master is None:
-            assert time.monotonic() < deadline and not cluster.exited(), "the cluster did not start"
-            master = cluster.ready_master(cluster.statuses())
-            time.sleep(0.2)
+    with local_cluster(directory, fsync=None) as (cluster, master):
+        plan = cluster.plan
         url = {n.name: n.url for n in plan}
         replica = next(n.name for n in plan if n.name != master)
         sqs = sqs_client(url[replica])
@@ -120,5 +110,3 @@ def test_an_operator_redrives_a_dlq_and_acts_on_a_queue_through_a_replica(browse
         ops = [(e["action"], e["queue"]) for e in read_history(str(directory / f"{master}.history.jsonl"))
                if e["event"] == "op" and e["action"] in ("StartMessageMoveTask", "PurgeQueue", "DeleteQueue")]
         assert ops == [("StartMessageMoveTask", None), ("PurgeQueue", "orders"), ("DeleteQueue", "orders")]
-    finally:
-        cluster.stop()

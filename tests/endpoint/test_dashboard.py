@@ -165,8 +165,9 @@ def test_activity_counts_the_requests_this_node_answered(server):
 
 
 @pytest.mark.parametrize("path, assets", [
-    ("/ui", [b"/ui/static/console.js", b"/ui/static/dashboard.css", b"/ui/static/dashboard.js"]),
-    ("/ui/queue", [b"/ui", b"/ui/static/console.js", b"/ui/static/dashboard.css", b"/ui/static/queue.js"]),
+    ("/ui", [b"/ui/static/console.js", b"/ui/static/dashboard.css", b"/ui/static/dashboard.js", b"/ui/static/page.js"]),
+    ("/ui/queue", [b"/ui", b"/ui/static/console.js", b"/ui/static/dashboard.css", b"/ui/static/page.js",
+                   b"/ui/static/queue.js"]),
 ])
 def test_the_page_and_its_assets_come_from_the_node_alone(server, path, assets):
     code, headers, page = _get(server.endpoint_url + path)

@@ -9,14 +9,12 @@ counts that survived the failover. Against a single node holding 10,000 queues i
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
-from elasticmq_py import localcluster
 from storage.commands import CreateQueue, Namespace, SendMessage
 from tests.endpoint.browser import screenshot, text_of, wait_until
-from tests.endpoint.conftest import sqs_client
+from tests.endpoint.conftest import local_cluster, sqs_client
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +31,8 @@ def _spark_peak(driver, series: str) -> float:
 
 
 def test_the_dashboard_follows_a_live_cluster_through_sends_and_a_kill_of_the_master(browser, tmp_path):
-    plan = localcluster.plan_ports(3, 0)
-    cluster = localcluster.LocalCluster(tmp_path / "cluster", plan)
-    cluster.start()
-    try:
-        deadline = time.monotonic() + 30
-        master = None
-        while master is None:
-            assert time.monotonic() < deadline and not cluster.exited(), "the cluster did not start"
-            master = cluster.ready_master(cluster.statuses())
-            time.sleep(0.2)
+    with local_cluster(tmp_path / "cluster") as (cluster, master):
+        plan = cluster.plan
         url = {n.name: n.url for n in plan}
         replica = next(n.name for n in plan if n.name != master)
         sqs = sqs_client(url[replica])     # forwarded to the master
@@ -80,8 +70,6 @@ def test_the_dashboard_follows_a_live_cluster_through_sends_and_a_kill_of_the_ma
         sqs.send_message(QueueUrl=q, MessageBody="after the failover")
         wait_until(browser, "the send after the failover", lambda d: _counts(d, "orders") == ("3", "1", "1"))
         screenshot(browser, "dashboard-after-failover")
-    finally:
-        cluster.stop()
 
 
 def test_ten_thousand_queues_stay_a_page_of_fifty(browser):

@@ -15,17 +15,7 @@
   const samples = [];
   let timer = null, busy = false, again = false;
 
-  function el(tag, props, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(props || {})) {
-      if (k === "class") e.className = v;
-      else if (k === "data") for (const [dk, dv] of Object.entries(v)) e.dataset[dk] = dv;
-      else if (k === "href" || k === "title") e.setAttribute(k, v);
-      else e[k] = v;
-    }
-    for (const c of children) e.append(c === null || c === undefined ? "" : c);
-    return e;
-  }
+  const el = window.elasticmqPage.el;
 
   function td(text, cls) { return el("td", cls ? { class: cls } : {}, text === null || text === undefined ? "-" : String(text)); }
 

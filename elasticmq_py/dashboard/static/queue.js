@@ -14,17 +14,7 @@
   const samples = [];
   let last = null, timer = null;
 
-  function el(tag, props, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(props || {})) {
-      if (k === "class") e.className = v;
-      else if (k === "data") for (const [dk, dv] of Object.entries(v)) e.dataset[dk] = dv;
-      else if (k === "href" || k === "title") e.setAttribute(k, v);
-      else e[k] = v;
-    }
-    for (const c of children) e.append(c === null || c === undefined ? "" : c);
-    return e;
-  }
+  const el = window.elasticmqPage.el;
 
   function pageOf(q) { return "/ui/queue?" + new URLSearchParams({ region: q.region, account: q.account, name: q.name }); }
 
