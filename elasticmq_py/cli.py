@@ -10,8 +10,8 @@
 
 The operator commands talk HTTP to a node's endpoint (its SQS port), or HTTPS to an https://
 endpoint, verified against the system's CAs, --cafile's, or (--insecure) not at all. The mutating ones need the
-cluster secret (sent in the X-Cluster-Secret header), given by --secret, --secret-file, the node's
---config file, or the ELASTICMQ_PY_CLUSTER_SECRET environment variable; and the node accepts them
+admin secret (the cluster secret unless [admin] sets one; sent in the X-Cluster-Secret header), given by
+--secret, --secret-file, the node's --config file, or the ELASTICMQ_PY_CLUSTER_SECRET environment variable; and the node accepts them
 only from the addresses in its ``admin-from`` (loopback by default).
 """
 
@@ -254,7 +254,7 @@ def _secret(args: argparse.Namespace) -> str:
             raise CliError(str(e)) from None
         if cfg.cluster is None:
             raise CliError(f"{args.config} has no [cluster] section, so no secret")
-        return cfg.cluster.cluster.secret
+        return cfg.admin_secret or cfg.cluster.cluster.secret   # the admin routes take [admin]'s, if set
     if os.environ.get(SECRET_ENV):
         return os.environ[SECRET_ENV]
     raise CliError(f"the cluster secret is needed: give --secret, --secret-file or --config, or set {SECRET_ENV}")

@@ -5,6 +5,7 @@ a read-only console without a secret, a replica's action executed by the master,
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import urllib.error
 import json
@@ -16,7 +17,7 @@ from cluster.history import read_history
 from cluster.node_actions import ForwardTo
 from storage.commands import CreateQueue, Namespace, SendMessage
 
-from elasticmq_py import forwarding
+from elasticmq_py import cli, forwarding
 from elasticmq_py.backend import LocalBackend
 from elasticmq_py.config import Config, ConfigError, Tls
 from elasticmq_py.dashboard.console import Console
@@ -367,6 +368,7 @@ def test_on_a_cluster_member_admin_secret_replaces_the_cluster_secret_for_consol
                 return e.code
         assert step_down(cluster_secret) == 401
         assert step_down(SECRET) == 409, "accepted, and refused for a reason of its own: no follower"
+        assert cli._secret(argparse.Namespace(config=str(path))) == SECRET, "the CLI's --config takes it too"
     audit = [(e["action"], e["outcome"]) for e in read_history(str(tmp_path / f"{me.name}.history.jsonl"))
              if e["event"] == "console"]
     assert audit == [("login", "refused"), ("login", "ok"), ("SendMessage", "failed")], "in the [cluster] history"
