@@ -11,8 +11,8 @@
 The operator commands talk HTTP to a node's endpoint (its SQS port), or HTTPS to an https://
 endpoint, verified against the system's CAs, --cafile's, or (--insecure) not at all. The mutating ones need the
 admin secret (the cluster secret unless [admin] sets one; sent in the X-Cluster-Secret header), given by
---secret, --secret-file, the node's --config file, or the ELASTICMQ_PY_CLUSTER_SECRET environment variable; and the node accepts them
-only from the addresses in its ``admin-from`` (loopback by default).
+--secret, --secret-file, the node's --config file, or the ELASTICMQ_PY_CLUSTER_SECRET environment
+variable; and the node accepts them only from the addresses in its ``admin-from`` (loopback by default).
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ class Console:
     def session_info(self, req: HttpRequest) -> HttpResponse:
         sid = guard.session_id(req.headers)
         session = self.sessions.get(sid)
-        return _json(200, {"writable": self.sessions.writable, "read_only_reason": None if self.sessions.writable else READ_ONLY,
+        writable = self.sessions.writable
+        return _json(200, {"writable": writable, "read_only_reason": None if writable else READ_ONLY,
                            "allowed": self.allowed_peer(req.peer), "peer": req.peer,
                            "logged_in": session is not None,
                            "csrf": session.csrf if session is not None else None,
@@ -109,7 +110,9 @@ class Console:
 
     def handle(self, endpoint: "Endpoint", req: HttpRequest, reply: Reply) -> None:
         path = req.path
-        if path == "/ui/api/login":
+        if req.method != "POST":
+            reply.set(_json(405 if path.startswith("/ui/api/") else 404, {"error": f"no route {req.method} {path}"}))
+        elif path == "/ui/api/login":
             reply.set(self._login(req))
         elif path == "/ui/api/logout":
             reply.set(self._logout(req))
