@@ -23,6 +23,10 @@ DLQ = NS.key("orders-dlq")
 
 
 def test_the_queue_comes_from_the_console_and_a_peek_hides_nothing():
+    # A peek is what AWS's console does: "When messages are retrieved via the Amazon SQS console,
+    # they are immediately made visible again for re-retrieval" (SQS Developer Guide, "Receiving
+    # and deleting a message in Amazon SQS", docs.aws.amazon.com/AWSSimpleQueueService/latest/
+    # SQSDeveloperGuide/step-receive-delete-message.html).
     assert actions.sqs_params("SendMessage", ORDERS, "http://h:1", {"MessageBody": "x", "QueueUrl": "other"}) == {
         "MessageBody": "x", "QueueUrl": "http://h:1/000000000000/orders"}
     assert actions.sqs_params("ReceiveMessage", ORDERS, "http://h:1", {"MaxNumberOfMessages": 5, "VisibilityTimeout": 900,

@@ -49,8 +49,12 @@ def sqs_params(action: str, queue: QueueKey, base: str, form: dict[str, Any]) ->
     The queue is named by the console (a URL, or for a redrive the dead-letter queue's ARN as
     ``SourceArn``), never by the form. A ReceiveMessage is a peek: VisibilityTimeout 0 leaves
     every message visible to consumers, WaitTimeSeconds 0 never parks the page, and every
-    attribute is asked for. It is still a receive, as in SQS: each peek counts in a message's
-    ApproximateReceiveCount, and a redrive policy's maxReceiveCount applies to it."""
+    attribute is asked for. AWS's own console polls so ("When messages are retrieved via the
+    Amazon SQS console, they are immediately made visible again for re-retrieval": SQS Developer
+    Guide, "Receiving and deleting a message in Amazon SQS"). It is still a receive: each peek
+    counts in a message's ApproximateReceiveCount ("the number of times a message has been
+    received across all queues but not deleted": the ReceiveMessage API reference), and a
+    redrive policy's maxReceiveCount applies to it."""
     p = dict(form)
     if action == "StartMessageMoveTask":
         p["SourceArn"] = queue.arn
