@@ -49,9 +49,7 @@ def counted(node: Any, now_s: float) -> list[Lag] | None:
     log = master.log
     last = log.last_seq
     fresh = 0
-    for e in reversed(log._entries):
-        if e.created_ms < now_ms:
-            break
+    while fresh < len(log) and log.since(last - fresh, 1)[0].created_ms >= now_ms:
         fresh += 1
     out = []
     for r in master.replicas.values():
@@ -72,20 +70,15 @@ class FlowControlCheck:
         self.over_batches = 0     # ... beyond the batch bound
         self._calm: set[str] = set()   # throttling masters with every replica within half at their last tick
 
-    def _over(self, lag: Lag, fresh_excused: bool) -> str | None:
+    def _beyond(self, lag: Lag, fresh_excused: bool, half: bool = False) -> str | None:
+        """Why ``lag`` is beyond a bound (``half``: half a bound), or None."""
         b = lag.batches - lag.fresh if fresh_excused else lag.batches
-        if b > self.batches:
-            return f"{lag.replica} lags {b} batches (bound {self.batches})"
-        if lag.ms > self.ms:
-            return f"{lag.replica} lags {lag.ms} ms (bound {self.ms})"
-        return None
-
-    def _over_half(self, lag: Lag, fresh_excused: bool) -> str | None:
-        b = lag.batches - lag.fresh if fresh_excused else lag.batches
-        if b > self.batches // 2:
-            return f"{lag.replica} lags {b} batches (half the bound is {self.batches // 2})"
-        if lag.ms > self.ms // 2:
-            return f"{lag.replica} lags {lag.ms} ms (half the bound is {self.ms // 2})"
+        bound_b, bound_ms = (self.batches // 2, self.ms // 2) if half else (self.batches, self.ms)
+        what = "half the bound is" if half else "bound"
+        if b > bound_b:
+            return f"{lag.replica} lags {b} batches ({what} {bound_b})"
+        if lag.ms > bound_ms:
+            return f"{lag.replica} lags {lag.ms} ms ({what} {bound_ms})"
         return None
 
     def ticked(self, node: str, at: float, throttling: bool, replicas: Iterable[Lag] | None) -> None:
@@ -97,14 +90,14 @@ class FlowControlCheck:
             return
         replicas = list(replicas)
         self.ticks_judged += 1
-        over = [why for x in replicas if (why := self._over(x, True))]
+        over = [why for x in replicas if (why := self._beyond(x, True))]
         if any(x.ms > self.ms for x in replicas):
             self.over_ms += 1
         if any(x.batches - x.fresh > self.batches for x in replicas):
             self.over_batches += 1
         if over and not throttling:
             self._fail(f"{node} does not throttle producers at {at:.6f} s while {over[0]}")
-        calm = throttling and not any(self._over_half(x, False) for x in replicas)
+        calm = throttling and not any(self._beyond(x, False, half=True) for x in replicas)
         if calm and node in self._calm:
             self._fail(f"{node} still throttles producers at {at:.6f} s with every replica within half "
                        f"the bounds since its last tick")
@@ -117,7 +110,7 @@ class FlowControlCheck:
         """``node`` stopped throttling; ``replicas`` as for ``ticked``."""
         if replicas is None:
             return      # it is no master now: it answers nobody
-        over = [why for x in replicas if (why := self._over_half(x, True))]
+        over = [why for x in replicas if (why := self._beyond(x, True, half=True))]
         if over:
             self._fail(f"{node} stopped throttling producers at {at:.6f} s while {over[0]}")
 
