@@ -240,7 +240,8 @@ UNION ALL SELECT 'transfer', run, bytes, duration_s FROM transfers
 # Runs failing each rule judged during the run or by the world itself (failure prefixes).
 JUDGED_RULES = (("quiescent_divergence", "divergence at t=%"), ("unavailable", "unavailable%"),
                 ("lost_deletes", "lost deletes%"), ("in_window", "in-window%"),
-                ("provenance", "provenance: %"), ("waste", "waste: %"))
+                ("provenance", "provenance: %"), ("waste", "waste: %"), ("throttling", "throttling: %"),
+                ("terms", "terms: %"))
 
 
 def analyze(spark: Any, d: str | Path, policy: str = "majority",

@@ -57,6 +57,7 @@ from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, ForwardReply, Rejected, Send
 
 from sim.disk import SimDisk
+from sim.flow_control import counted
 from sim.net import RAFT, STREAM
 from sim.raft import AppendEntries, Durable, RaftNode, RequestVote, TimeoutNow
 
@@ -234,6 +235,7 @@ class SimNode:
         now_s = w.now_s
         if self.election.standing and self.raft.role != "leader" and self._connected_to_anyone():
             w.elections.stood(self.name)
+            w.terms.stood(self.name, now_s, self.raft.term + 1)
             self.raft.start_election(now_s)
         self.raft.tick(now_s)
         self._election(self.election.tick(now_s, self._state()))
@@ -245,6 +247,7 @@ class SimNode:
 
     def _raft_changed(self) -> None:
         r = self.raft
+        self.world.terms.term(self.name, self.world.now_s, r.term)
         key = (r.term, r.role, r.leader)
         if key == self._last_sample:
             return
@@ -264,10 +267,14 @@ class SimNode:
     def _on_raft(self, sender: str, msg: Any) -> None:
         now_s = self.world.now_s
         if type(msg) in _CORE_MESSAGES:
+            if type(msg) is PreVoteReply and msg.granted:
+                self.world.terms.pre_vote_granted(self.name, sender, msg.round)
             self._election(self.election.on_message(sender, msg, now_s, self._state()))
             return
         t = type(msg)
-        if t is RequestVote and self.world.rare.gc.wait is not None:
+        if t is TimeoutNow and sender == self.raft.leader and msg.term >= self.raft.term:
+            self.world.terms.transfer_asked(self.name)
+        elif t is RequestVote and self.world.rare.gc.wait is not None:
             self.world.rare.gc.check(self, sender, msg.term)   # the `gc` rare path stalls the loop then
         kind = VOTE_REQUEST if t is RequestVote else APPEND if t is AppendEntries \
             else TIMEOUT_NOW if t is TimeoutNow else OTHER
@@ -288,8 +295,10 @@ class SimNode:
                 if a.kind == APPEND:
                     self._election(self.election.appended(a.sender, a.term, a.message.stamp, w.now_s, self._state()))
             elif t is RaftSend:
-                if type(a.message) is PreVote and w.rare.deaf.wait is not None:
-                    w.rare.deaf.pre_voting(self.name)     # the `deaf` rare path heals in this instant
+                if type(a.message) is PreVote:
+                    w.terms.pre_vote_sent(self.name, a.message.round)
+                    if w.rare.deaf.wait is not None:
+                        w.rare.deaf.pre_voting(self.name)     # the `deaf` rare path heals in this instant
                 w.net.send(self.name, a.to, RAFT, a.message)
             elif t is Stand:
                 pass    # carried out at Raft's next tick (_raft_tick), as pysyncobj does
@@ -352,6 +361,7 @@ class SimNode:
     def _core_tick(self) -> None:
         w = self.world
         self._act(self.core.tick(w.now_s))
+        w.flow.ticked(self.name, w.now_s, self.core.throttling, counted(self, w.now_s))
         w.at(w.now + CORE_TICK_US, self._node_event, self._core_tick, ())
 
     def _flush(self) -> None:

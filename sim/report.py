@@ -202,7 +202,10 @@ def _judged(j: dict[str, Any]) -> str:
             {"rule": "entry provenance (simulator)", "judged": "every entry held and batch sent",
              "failing": f.get("provenance", 0)},
             {"rule": "wasted work (simulator)", "judged": "frames of an ended view; acks a journal report owed",
-             "failing": f.get("waste", 0)}]
+             "failing": f.get("waste", 0)},
+            {"rule": "throttling (simulator)", "judged": "every master's tick and release",
+             "failing": f.get("throttling", 0)},
+            {"rule": "terms (simulator)", "judged": "every stand and rise of a Raft term", "failing": f.get("terms", 0)}]
     body = "".join("<tr>" + f"<td>{html.escape(r['rule'])}</td><td>{html.escape(str(r['judged']))}</td>"
                    + (f'<td class="bad">{r["failing"]}</td>' if r["failing"] else f"<td>{r['failing']}</td>") + "</tr>"
                    for r in rows)

@@ -22,6 +22,8 @@ own, built here and reached through the world:
 * ``health`` (sim/health.py): the healthy set and quiescent points, judged during the run;
 * ``elections`` (sim/elections.py): the judges of Raft's side (pre-vote reach, disruption, the
   vote guard, healing deposes nobody);
+* ``flow`` (sim/flow_control.py): throttling, judged at the masters' ticks and releases;
+* ``terms`` (sim/terms.py): every rise of a Raft term explained by a stand;
 * ``reach`` (sim/reach.py): how often the run reached the rare paths' situations.
 """
 
@@ -46,6 +48,7 @@ from cluster.replication.messages import AckPolicy
 from sim.clients import TIMEOUT_US, Client, DrainClient, Request, SetupClient
 from sim.disk import PROCESS, SimDisk, WHERE as DISK_WHERE
 from sim.elections import Elections
+from sim.flow_control import FlowControlCheck, counted
 from sim.health import PROBE_US, Health
 from sim.history_checks import POWER_CUT_MARGIN_MS, relax_for_power_cuts, view_failures
 from sim.nemesis import Nemesis
@@ -56,6 +59,7 @@ from sim.raft import Durable
 from sim.rare import RarePaths
 from sim.reach import REACH_EVENTS, Reach
 from sim.scenario import POLICIES, Scenario
+from sim.terms import TermCheck
 from sim.waste import WasteCheck
 from sim.workload import Workload, workload_for
 
@@ -153,6 +157,8 @@ class World:
         self._writers: list[Any] = []
         self.provenance = ProvenanceCheck()
         self.waste = WasteCheck()
+        self.flow = FlowControlCheck(scenario.throttle_lag_batches, scenario.throttle_lag_ms)
+        self.terms = TermCheck(self.names)
         self.nemesis = Nemesis(self)
         self.rare = RarePaths(self)
         self.health = Health(self)
@@ -180,6 +186,8 @@ class World:
             self.elections.deactivated(r.node)
         elif ev == "activated":
             self.rare.gc.activated(r.node)
+        elif ev == "throttle" and not r.fields["on"]:
+            self.flow.released(r.node, r.ts, counted(self.nodes[r.node], self.now_s))
         elif ev in REACH_EVENTS:
             self.reach.observe(r)
             if ev == "transfer_started":
@@ -433,7 +441,7 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
         verdict, excused = relax_for_power_cuts(verdict, w.records, w.power_cuts, window)
     failures = verdict.failures(scenario.policy, strict=strict, queue_policies=w.queue_policies())
     failures += w.journal_failures + w.durability_failures + w.provenance.failures + w.waste.failures
-    failures += view_failures(w.records)
+    failures += w.flow.failures + w.terms.failures + view_failures(w.records)
     judged = w.elections
     failures += judged.heal_failures + judged.vote_failures + judged.disrupt_failures
     if not w.converged:
@@ -446,6 +454,8 @@ def simulate(scenario: Scenario, *, strict: bool = False, timing: Timing | None 
              "quiescent_judged": verdict.quiescent_points,
              "provenance_checked": w.provenance.entries_checked + w.provenance.frames_checked,
              "waste_checked": w.waste.frames_checked + w.waste.reports_checked,
+             "flow_ticks_judged": w.flow.ticks_judged, "flow_over_ms": w.flow.over_ms,
+             "flow_over_batches": w.flow.over_batches, "stands_judged": w.terms.stands,
              "availability_judged_s": verdict.availability_judged_s, "epochs": len(w.reach.epochs), **w.reach.counts,
              **({"power_cuts": len(w.power_cuts), "excused": excused,
                  "fsyncs": sum(x.fsyncs for x in w._writers), "snapshots": sum(x.snapshots for x in w._writers),

@@ -87,10 +87,12 @@ def test_clean_seeds_pass_on_local2_and_the_analysis_reports_them(spark, tmp_pat
     assert a["delay_stats"]["samples"] > 0 and len(a["delays"]) == a["delay_stats"]["samples"]
     assert {f["action"] for f in a["faults"]} >= {"kill", "restart", "heal"}
     assert a["judged"]["failing_runs"] == {"quiescent_divergence": 0, "unavailable": 0, "lost_deletes": 0,
-                                           "in_window": 0, "provenance": 0, "waste": 0}
+                                           "in_window": 0, "provenance": 0, "waste": 0, "throttling": 0,
+                                           "terms": 0}
     page = write_report(a, tmp_path / "report.html")
     check_report(page)
     assert "entry provenance (simulator)" in page.read_text() and "wasted work (simulator)" in page.read_text()
+    assert "throttling (simulator)" in page.read_text() and "terms (simulator)" in page.read_text()
 
 
 def test_a_recorded_real_run_from_the_chaos_tests_is_analysed(spark, tmp_path):

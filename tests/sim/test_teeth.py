@@ -25,7 +25,7 @@ EXPECTED = {
     "abandon-as-success": ("lost", "lost deletes", "in-window", "order"),
     "minority-answers": ("gating",),
     "batches-unthrottled": ("flow control",),
-    "no-pre-vote": ("pre-vote", "heal", "disruption"),
+    "no-pre-vote": ("terms", "pre-vote", "heal", "disruption"),
     "ack-before-fsync": ("lost", "lost deletes", "order", "durability"),
 }
 
