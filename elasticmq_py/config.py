@@ -29,6 +29,16 @@ The file (all keys optional)::
     history = "node.history.jsonl"   # a single node's history log, where console actions are
                                  # audited; a cluster member's is [cluster] history
 
+    # Optional: verify clients' SigV4 signatures (elasticmq_py/auth/). Without it, or with
+    # mode = "off", any credentials work and every request acts as account-id.
+    [auth]
+    mode = "sigv4"               # or "off" (the default)
+    [[auth.credentials]]         # one per access key
+    access-key-id = "AKIAEXAMPLE1"
+    secret-access-key = "..."    # or secret-access-key-file = "key.txt" (relative to this file)
+    account-id = "111111111111"  # the account the key acts as: its queue URLs and ARNs carry it
+    session-token = "..."        # optional: temporary credentials; requests must carry the token
+
     # ElasticMQ's queues {} block: created at start-up, dead-letter queues first.
     [queues.orders]
     attributes = { VisibilityTimeout = 30, DelaySeconds = 0 }
@@ -109,6 +119,8 @@ from storage.limits import Limits, by_name
 from cluster.config import ConfigError as ClusterConfigError
 from cluster.config import Durability, NodeConfig
 
+from elasticmq_py.auth.credentials import Auth, AuthConfigError
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9324  # ElasticMQ's
 
@@ -166,6 +178,7 @@ class Config:
     # one everything is in memory, as for the embedded Server by default.
     durability: Durability | None = None
     tls: Tls | None = None
+    auth: Auth = Auth()
 
     @property
     def scheme(self) -> str:
@@ -208,6 +221,7 @@ class Config:
         top.seen.update({"cluster", "storage"})  # parsed below, by cluster/config.py
         tls_doc = top.table("tls")
         admin_doc = top.table("admin")
+        auth_doc = top.table("auth")
         queues = []
         for name, q in (top.table("queues") or {}).items():
             queues.append(_queue_spec(name, q, f"{source}: queues.{name}"))
@@ -226,6 +240,11 @@ class Config:
         base_dir = Path(source).parent if source != "config" else None
         if tls_doc is not None:
             cfg = replace(cfg, tls=_tls_section(tls_doc, f"{source}: tls", base_dir))
+        if auth_doc is not None:
+            try:
+                cfg = replace(cfg, auth=Auth.from_dict(auth_doc, f"{source}: auth", base_dir))
+            except AuthConfigError as e:
+                raise ConfigError(str(e)) from None
         storage_doc = doc.get("storage")
         if storage_doc is not None:
             try:
@@ -411,10 +430,11 @@ def _creation_order(specs: list[QueueSpec]) -> list[QueueSpec]:
 # -- writing a server's configuration ----------------------------------------------------------
 
 def server_toml(node: NodeConfig, *, host: str, port: int, limits: str | None = None,
-                secret_file: str | None = None) -> str:
+                secret_file: str | None = None, auth: Auth | None = None) -> str:
     """The `serve --config` file of cluster member ``node``: the inverse of reading [cluster].
     `local-cluster` and the process clusters of elasticmq_py/testing write their nodes' files
-    with it. ``secret_file``: name that file instead of writing the secret itself."""
+    with it. ``secret_file``: name that file instead of writing the secret itself; ``auth``:
+    the [auth] section, the same on every member."""
     d = node.to_dict()
     cluster: dict[str, Any] = {"name": d["cluster"], "self": d["self"]}
     if secret_file is not None:
@@ -433,6 +453,11 @@ def server_toml(node: NodeConfig, *, host: str, port: int, limits: str | None = 
         top["limits"] = limits
     if "storage" in d:
         top["storage"] = d["storage"]
+    if auth is not None and auth.enabled:
+        top["auth"] = {"mode": auth.mode, "credentials": [
+            {"access-key-id": c.access_key_id, "secret-access-key": c.secret_access_key, "account-id": c.account_id,
+             **({"session-token": c.session_token} if c.session_token is not None else {})}
+            for c in auth.credentials]}
     top["cluster"] = cluster
     return "\n".join(_toml_lines(top, [])) + "\n"
 

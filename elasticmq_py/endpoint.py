@@ -28,6 +28,8 @@ from cluster.node_actions import LOCAL, ForwardTo, Refuse
 from elasticmq_py import dashboard
 from elasticmq_py import metrics as metrics_mod
 from elasticmq_py.admin import ClusterAdmin, not_a_cluster
+from elasticmq_py.auth.credentials import Credential
+from elasticmq_py.auth.sigv4 import Identity, Verifier
 from elasticmq_py.backend import Backend, run
 from elasticmq_py.dashboard.console import Console
 from elasticmq_py.dashboard.console.actions import EXECUTE_PATH
@@ -42,6 +44,7 @@ from elasticmq_py.reply import Reply
 
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
+_wall_clock = time.time   # SigV4's request times are wall-clock times
 
 JSON, QUERY = "json", "query"
 QUERY_JSON = "query-json"   # a Query request answered in JSON (it sent Accept: application/json)
@@ -54,6 +57,9 @@ class EndpointConfig:
     region: str = "us-east-1"
     fallback_host: str = "localhost:9324"   # for queue URLs when a request has no Host header
     scheme: str = "http"                    # of queue URLs: "https" where the port serves TLS
+    # [auth] mode = "sigv4": the keys requests must be signed with (None: nothing is verified,
+    # every request acts as account_id)
+    credentials: tuple[Credential, ...] | None = None
 
 
 class Endpoint:
@@ -73,6 +79,11 @@ class Endpoint:
         # (credential scope, Host) or (None, region, Host) -> what requests from there are
         # interpreted against (see _context)
         self._contexts: dict[tuple, RequestContext] = {}
+        # Signatures are verified where the request is parsed: on the node that executes it (a
+        # replica forwards the raw request, signature and all, over the authenticated stream
+        # link), with that node's clock. A replica that refuses (forward = false) verifies
+        # first too, so a bad signature gets its own error everywhere.
+        self._verifier = Verifier(config.credentials) if config.credentials is not None else None
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -157,10 +168,11 @@ class Endpoint:
                 # not specialized (~320 instructions each), its constructor's arguments are.
                 if req.method != "POST":
                     raise perr.METHOD_NOT_ALLOWED("The JSON protocol requires POST.")
+                identity = self._verify(req) if self._verifier is not None else None
                 reader = self._json
                 action = reader.action_of(target)
                 params = reader.parse(action, req.body)
-                ctx = self._context(req.headers, None)
+                ctx = self._context(req.headers, None, identity)
                 command = requests.BUILDERS[action](params, ctx)
                 call = _Call(self, JSON, request_id, started, reply, action, command, ctx)
             else:
@@ -187,48 +199,59 @@ class Endpoint:
                 "X-Amz-Target (JSON 1.0).")
         if "application/json" in headers.get("accept", ""):
             call.proto = QUERY_JSON
+        identity = self._verify(req) if self._verifier is not None else None
         form = query_proto.parse_form(req.query, body)
         call.action = action = query_proto.action_of(form, self.model, req.path)
         params = query_proto.parse(action, form, self.model, req.path)
-        call.ctx = ctx = self._context(headers, form)
+        call.ctx = ctx = self._context(headers, form, identity)
         call.command = command = requests.BUILDERS[action](params, ctx)
         return command
 
-    def _context(self, headers: dict[str, str], form: dict[str, str] | None) -> RequestContext:
+    def _verify(self, req: HttpRequest) -> Identity:
+        """Who signed ``req`` ([auth] mode = "sigv4"), or the SqsError AWS answers, raised."""
+        identity = self._verifier.verify(req.method, req.path, req.query, req.headers, req.body, _wall_clock())
+        if type(identity) is not Identity:
+            raise identity
+        return identity
+
+    def _context(self, headers: dict[str, str], form: dict[str, str] | None,
+                 identity: Identity | None = None) -> RequestContext:
         """The request's context, built once per client: per (credential scope, Host) for a
-        signed request, else per (region, Host). SDKs sign every request anew, but the
-        Authorization header up to its first "," (algorithm, key, day, region, service) stays
-        the same all day; finding the region in it and then the context cost ~4,500
-        instructions a request, one lookup by it ~1,000."""
+        signed request, else per (region, Host[, account]). SDKs sign every request anew, but
+        the Authorization header up to its first "," (algorithm, key, day, region, service)
+        stays the same all day; finding the region in it and then the context cost ~4,500
+        instructions a request, one lookup by it ~1,000. With verification on, the key in
+        that scope is the account the context acts as (its namespace and ``caller``)."""
         auth = headers.get("authorization")
         if auth:
             comma = auth.find(",")
             key: tuple = (auth[:comma] if comma >= 0 else auth, headers.get("host"))
             ctx = self._contexts.get(key)
             if ctx is None:
-                ctx = self._new_context(headers, form, key)
+                ctx = self._new_context(headers, form, key, identity)
         else:
-            ctx = self._new_context(headers, form, None)
+            ctx = self._new_context(headers, form, None, identity)
         trace = headers.get("x-amzn-trace-id")
         if trace is not None:
-            ctx = RequestContext(ctx.ns, ctx.base_url, trace)
+            ctx = RequestContext(ctx.ns, ctx.base_url, trace, ctx.caller)
         return ctx
 
     def _new_context(self, headers: dict[str, str], form: dict[str, str] | None,
-                     scope_key: tuple | None) -> RequestContext:
+                     scope_key: tuple | None, identity: Identity | None) -> RequestContext:
         region = region_from_headers(headers, form, self.config.region)
+        account = identity.account_id if identity is not None else self.config.account_id
         # Kept under the scope only where the scope alone decides the region: a region found
         # in the text up to the first "," is the one found in the whole header (the pattern
         # cannot cross a ","). Anything else (unsigned, presigned) is kept per region.
         by_scope = scope_key is not None and region_of_scope(scope_key[0]) == region
-        key = scope_key if by_scope else (None, region, headers.get("host"))
+        key = scope_key if by_scope else (None, region, headers.get("host"), account)
         ctx = self._contexts.get(key)
         if ctx is None:
             if len(self._contexts) >= 256:   # both come from clients: keep the cache bounded
                 self._contexts.clear()
-            ctx = self._contexts[key] = RequestContext(Namespace(region, self.config.account_id),
-                                                       base_url(headers, self.config.fallback_host,
-                                                                self.config.scheme))
+            ctx = self._contexts[key] = RequestContext(
+                Namespace(region, account), base_url(headers, self.config.fallback_host, self.config.scheme),
+                caller=identity.account_id if identity is not None else None)
         return ctx
 
     @staticmethod

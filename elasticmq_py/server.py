@@ -89,7 +89,8 @@ class Server:
         self.backend = backend
         self.endpoint = Endpoint(backend, EndpointConfig(
             account_id=cfg.account_id, region=cfg.region,
-            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}", scheme=cfg.scheme),
+            fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}", scheme=cfg.scheme,
+            credentials=cfg.auth.credentials if cfg.auth.enabled else None),
             admin=admin, console=console)
         await backend.start(serve_forwarded=self.endpoint.handle_forwarded)
         if not isinstance(backend, ClusterBackend):

@@ -35,6 +35,11 @@ class QueueKey:
         return self.name.endswith(".fifo")
 
 
+# ``caller`` (on every command that names a queue): the account of the request's verified
+# credentials, whose access to another account's queue storage/access.py checks; None when the
+# endpoint authenticates nobody (any account's queues are reachable).
+
+
 class Namespace(Record):
     region: str = DEFAULT_REGION
     account: str = DEFAULT_ACCOUNT
@@ -67,12 +72,14 @@ class CreateQueue(Record):
 
 class DeleteQueue(Record):
     queue: QueueKey
+    caller: str | None = None
 
 
 class GetQueueUrl(Record):
     ns: Namespace
     name: str | None
     owner_account: str | None = None
+    caller: str | None = None
 
 
 class ListQueues(Record):
@@ -85,29 +92,35 @@ class ListQueues(Record):
 class GetQueueAttributes(Record):
     queue: QueueKey
     attribute_names: tuple[str, ...] | None = None
+    caller: str | None = None
 
 
 class SetQueueAttributes(Record):
     queue: QueueKey
     attributes: Attributes | None
+    caller: str | None = None
 
 
 class PurgeQueue(Record):
     queue: QueueKey
+    caller: str | None = None
 
 
 class TagQueue(Record):
     queue: QueueKey
     tags: Mapping[str, str] | None
+    caller: str | None = None
 
 
 class UntagQueue(Record):
     queue: QueueKey
     tag_keys: tuple[str, ...] | None
+    caller: str | None = None
 
 
 class ListQueueTags(Record):
     queue: QueueKey
+    caller: str | None = None
 
 
 class AddPermission(Record):
@@ -115,17 +128,20 @@ class AddPermission(Record):
     label: str | None
     account_ids: tuple[str, ...] | None
     actions: tuple[str, ...] | None
+    caller: str | None = None
 
 
 class RemovePermission(Record):
     queue: QueueKey
     label: str | None
+    caller: str | None = None
 
 
 class ListDeadLetterSourceQueues(Record):
     queue: QueueKey
     max_results: int | None = None
     next_token: str | None = None
+    caller: str | None = None
 
 
 # --- messages -----------------------------------------------------------------------------
@@ -139,6 +155,7 @@ class SendMessage(Record):
     deduplication_id: str | None = None
     group_id: str | None = None
     sender_id: str | None = None  # the caller's identity, reported as SenderId
+    caller: str | None = None
 
 
 class SendMessageBatchEntry(Record):
@@ -155,6 +172,7 @@ class SendMessageBatch(Record):
     queue: QueueKey
     entries: tuple[SendMessageBatchEntry, ...]
     sender_id: str | None = None
+    caller: str | None = None
 
 
 class ReceiveMessage(Record):
@@ -166,11 +184,13 @@ class ReceiveMessage(Record):
     system_attribute_names: tuple[str, ...] = ()    # MessageSystemAttributeNames
     message_attribute_names: tuple[str, ...] = ()
     receive_request_attempt_id: str | None = None
+    caller: str | None = None
 
 
 class DeleteMessage(Record):
     queue: QueueKey
     receipt_handle: str | None
+    caller: str | None = None
 
 
 class DeleteMessageBatchEntry(Record):
@@ -181,12 +201,14 @@ class DeleteMessageBatchEntry(Record):
 class DeleteMessageBatch(Record):
     queue: QueueKey
     entries: tuple[DeleteMessageBatchEntry, ...]
+    caller: str | None = None
 
 
 class ChangeMessageVisibility(Record):
     queue: QueueKey
     receipt_handle: str | None
     visibility_timeout: int | None
+    caller: str | None = None
 
 
 class ChangeMessageVisibilityBatchEntry(Record):
@@ -198,6 +220,7 @@ class ChangeMessageVisibilityBatchEntry(Record):
 class ChangeMessageVisibilityBatch(Record):
     queue: QueueKey
     entries: tuple[ChangeMessageVisibilityBatchEntry, ...]
+    caller: str | None = None
 
 
 # --- message move tasks (DLQ redrive) -------------------------------------------------------
@@ -207,6 +230,7 @@ class StartMessageMoveTask(Record):
     source_arn: str | None
     destination_arn: str | None = None
     max_messages_per_second: int | None = None
+    caller: str | None = None
 
 
 class CancelMessageMoveTask(Record):
@@ -218,6 +242,7 @@ class ListMessageMoveTasks(Record):
     ns: Namespace
     source_arn: str | None
     max_results: int | None = None
+    caller: str | None = None
 
 
 # --- time ---------------------------------------------------------------------------------

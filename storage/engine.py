@@ -11,7 +11,8 @@ administration), permissions (AddPermission, RemovePermission), sending, receivi
 (deletes and visibility changes by receipt handle), redrive (dead-letter queues and message
 move tasks), appliers (what each mutation does to the state) and snapshots (the whole state as
 records). They share this object's state and its handler table, so a command costs the same
-calls as it would in one class. FIFO's sequence numbers and retried receives are in fifo.
+calls as it would in one class. FIFO's sequence numbers and retried receives are in fifo;
+whether a command's ``caller`` may act on another account's queue is in access.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import heapq
 import logging
 from typing import Any, Callable, Iterable
 
+from storage.access import authorize
 from storage.appliers import Appliers
 from storage.clock import Clock
 from storage.commands import (
@@ -99,6 +101,9 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
         handler = self._handlers.get(type(command))
         if handler is None:
             raise UNSUPPORTED_OPERATION(f"{type(command).__name__} is not an SQS action.")
+        caller = getattr(command, "caller", None)
+        if caller is not None:   # an authenticated request: may it touch that queue? (access.py)
+            authorize(command, caller, self._by_key)
         out: list[Mutation] = []
         now = self._now = self.clock.now_ms()
         try:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ErrorKind:
-    shape: str          # JSON protocol __type (without the namespace prefix)
+    shape: str          # JSON protocol __type: without the namespace prefix for SQS's own shapes,
+                        # fully qualified (with "#") for the common front end's
     query_code: str     # legacy Query protocol code, also X-Amzn-Query-Error
     status: int = 400
     sender_fault: bool = True

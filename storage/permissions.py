@@ -1,7 +1,7 @@
 """AddPermission and RemovePermission: the statements they write in a queue's Policy.
 
-A mixin of ``Storage`` (storage/engine.py). The policy is stored, not enforced: it is the
-document AWS shows for the same calls.
+A mixin of ``Storage`` (storage/engine.py). The policy is the document AWS shows for the same
+calls; storage/access.py enforces its grants when requests are authenticated.
 """
 
 from __future__ import annotations

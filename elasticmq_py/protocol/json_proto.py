@@ -106,7 +106,10 @@ def render(output: dict | None, request_id: str) -> tuple[int, tuple[tuple[str, 
 
 def render_error(err: SqsError, request_id: str) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
     kind = err.kind
-    body = json.dumps({"__type": _ERROR_PREFIX + kind.shape, "message": err.message},
+    # Errors of AWS's common front end (authentication, authorization) are not SQS shapes and
+    # carry their own namespace (com.amazon.coral.service#...).
+    shape = kind.shape if "#" in kind.shape else _ERROR_PREFIX + kind.shape
+    body = json.dumps({"__type": shape, "message": err.message},
                       ensure_ascii=False).encode("utf-8")
     fault = "Sender" if kind.sender_fault else "Receiver"
     headers = (

@@ -44,11 +44,11 @@ def create_queue(p, ctx):
 
 
 def delete_queue(p, ctx):
-    return c.DeleteQueue(_queue(p, ctx))
+    return c.DeleteQueue(_queue(p, ctx), caller=ctx.caller)
 
 
 def get_queue_url(p, ctx):
-    return c.GetQueueUrl(ctx.ns, p.get("QueueName"), p.get("QueueOwnerAWSAccountId"))
+    return c.GetQueueUrl(ctx.ns, p.get("QueueName"), p.get("QueueOwnerAWSAccountId"), caller=ctx.caller)
 
 
 def list_queues(p, ctx):
@@ -56,40 +56,40 @@ def list_queues(p, ctx):
 
 
 def get_queue_attributes(p, ctx):
-    return c.GetQueueAttributes(_queue(p, ctx), _tuple(p.get("AttributeNames")))
+    return c.GetQueueAttributes(_queue(p, ctx), _tuple(p.get("AttributeNames")), caller=ctx.caller)
 
 
 def set_queue_attributes(p, ctx):
-    return c.SetQueueAttributes(_queue(p, ctx), p.get("Attributes"))
+    return c.SetQueueAttributes(_queue(p, ctx), p.get("Attributes"), caller=ctx.caller)
 
 
 def purge_queue(p, ctx):
-    return c.PurgeQueue(_queue(p, ctx))
+    return c.PurgeQueue(_queue(p, ctx), caller=ctx.caller)
 
 
 def tag_queue(p, ctx):
-    return c.TagQueue(_queue(p, ctx), p.get("Tags"))
+    return c.TagQueue(_queue(p, ctx), p.get("Tags"), caller=ctx.caller)
 
 
 def untag_queue(p, ctx):
-    return c.UntagQueue(_queue(p, ctx), _tuple(p.get("TagKeys")))
+    return c.UntagQueue(_queue(p, ctx), _tuple(p.get("TagKeys")), caller=ctx.caller)
 
 
 def list_queue_tags(p, ctx):
-    return c.ListQueueTags(_queue(p, ctx))
+    return c.ListQueueTags(_queue(p, ctx), caller=ctx.caller)
 
 
 def add_permission(p, ctx):
     return c.AddPermission(_queue(p, ctx), p.get("Label"), _tuple(p.get("AWSAccountIds")),
-                           _tuple(p.get("Actions")))
+                           _tuple(p.get("Actions")), caller=ctx.caller)
 
 
 def remove_permission(p, ctx):
-    return c.RemovePermission(_queue(p, ctx), p.get("Label"))
+    return c.RemovePermission(_queue(p, ctx), p.get("Label"), caller=ctx.caller)
 
 
 def list_dead_letter_source_queues(p, ctx):
-    return c.ListDeadLetterSourceQueues(_queue(p, ctx), p.get("MaxResults"), p.get("NextToken"))
+    return c.ListDeadLetterSourceQueues(_queue(p, ctx), p.get("MaxResults"), p.get("NextToken"), caller=ctx.caller)
 
 
 def send_message(p, ctx):
@@ -99,7 +99,7 @@ def send_message(p, ctx):
     return c.SendMessage(
         key_from_queue_url(p["QueueUrl"], ctx.ns), p.get("MessageBody"), p.get("DelaySeconds"),
         None if (ma := p.get("MessageAttributes")) is None else _mavs(ma),
-        system, p.get("MessageDeduplicationId"), p.get("MessageGroupId"),
+        system, p.get("MessageDeduplicationId"), p.get("MessageGroupId"), caller=ctx.caller,
     )
 
 
@@ -124,7 +124,7 @@ def send_message_batch(p, ctx):
         )
         for e in p.get("Entries") or ()
     ])
-    return c.SendMessageBatch(_queue(p, ctx), entries)
+    return c.SendMessageBatch(_queue(p, ctx), entries, caller=ctx.caller)
 
 
 def receive_message(p, ctx):
@@ -132,23 +132,23 @@ def receive_message(p, ctx):
         _queue(p, ctx), p.get("MaxNumberOfMessages"), p.get("VisibilityTimeout"),
         p.get("WaitTimeSeconds"), tuple(p.get("AttributeNames") or ()),
         tuple(p.get("MessageSystemAttributeNames") or ()),
-        tuple(p.get("MessageAttributeNames") or ()), p.get("ReceiveRequestAttemptId"),
+        tuple(p.get("MessageAttributeNames") or ()), p.get("ReceiveRequestAttemptId"), caller=ctx.caller,
     )
 
 
 def delete_message(p, ctx):
-    return c.DeleteMessage(_queue(p, ctx), p.get("ReceiptHandle"))
+    return c.DeleteMessage(_queue(p, ctx), p.get("ReceiptHandle"), caller=ctx.caller)
 
 
 def delete_message_batch(p, ctx):
     entries = tuple(c.DeleteMessageBatchEntry(e.get("Id"), e.get("ReceiptHandle"))
                     for e in p.get("Entries") or ())
-    return c.DeleteMessageBatch(_queue(p, ctx), entries)
+    return c.DeleteMessageBatch(_queue(p, ctx), entries, caller=ctx.caller)
 
 
 def change_message_visibility(p, ctx):
     return c.ChangeMessageVisibility(_queue(p, ctx), p.get("ReceiptHandle"),
-                                     p.get("VisibilityTimeout"))
+                                     p.get("VisibilityTimeout"), caller=ctx.caller)
 
 
 def change_message_visibility_batch(p, ctx):
@@ -156,12 +156,12 @@ def change_message_visibility_batch(p, ctx):
         c.ChangeMessageVisibilityBatchEntry(e.get("Id"), e.get("ReceiptHandle"), e.get("VisibilityTimeout"))
         for e in p.get("Entries") or ()
     )
-    return c.ChangeMessageVisibilityBatch(_queue(p, ctx), entries)
+    return c.ChangeMessageVisibilityBatch(_queue(p, ctx), entries, caller=ctx.caller)
 
 
 def start_message_move_task(p, ctx):
     return c.StartMessageMoveTask(ctx.ns, p.get("SourceArn"), p.get("DestinationArn"),
-                                  p.get("MaxNumberOfMessagesPerSecond"))
+                                  p.get("MaxNumberOfMessagesPerSecond"), caller=ctx.caller)
 
 
 def cancel_message_move_task(p, ctx):
@@ -169,7 +169,7 @@ def cancel_message_move_task(p, ctx):
 
 
 def list_message_move_tasks(p, ctx):
-    return c.ListMessageMoveTasks(ctx.ns, p.get("SourceArn"), p.get("MaxResults"))
+    return c.ListMessageMoveTasks(ctx.ns, p.get("SourceArn"), p.get("MaxResults"), caller=ctx.caller)
 
 
 BUILDERS: dict[str, Callable[[P, RequestContext], c.Command]] = {

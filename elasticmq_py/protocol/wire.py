@@ -40,3 +40,4 @@ class RequestContext:
     ns: Namespace
     base_url: str                     # e.g. http://localhost:9324
     trace_header: str | None = None   # X-Amzn-Trace-Id: a SendMessage's AWSTraceHeader
+    caller: str | None = None         # the verified signer's account (None: nobody is verified)
