@@ -251,10 +251,7 @@ def _header_fields(auth: str) -> tuple[str, str, str] | SqsError:
     algorithm, _, rest = auth.partition(" ")
     fields: dict[str, str] = {}
     if algorithm == ALGORITHM:
-        for part in rest.split(","):
-            part = part.strip()
-            if not part:
-                continue
+        for part in rest.replace(",", " ").split():   # AWS separates them by "," or spaces
             name, eq, value = part.partition("=")
             if not eq:
                 return INCOMPLETE_SIGNATURE(f"'{part}' not a valid key=value pair (missing equal-sign) in "
