@@ -26,6 +26,7 @@ from botocore.config import Config as BotoConfig
 from tests.conformance import sources as src
 from tests.conformance.conftest import JSON, QUERY, http
 from tests.conformance.helpers import error_of
+from tests.endpoint.auth_server import sigv4_server
 from tests.endpoint.conftest import ServerProcess
 
 OWNER = ("AKIDOWNER", "owner-secret", "111111111111")
@@ -46,19 +47,9 @@ IAM_DENIED = src.Source(src.DOCUMENTED, "https://docs.aws.amazon.com/IAM/latest/
                                         "policy allows the ... action'")
 
 
-def auth_toml() -> str:
-    lines = ['[auth]', 'mode = "sigv4"']
-    for key, secret, account, *token in (OWNER, OTHER, TEMP):
-        lines += ["[[auth.credentials]]", f'access-key-id = "{key}"', f'secret-access-key = "{secret}"',
-                  f'account-id = "{account}"'] + ([f'session-token = "{token[0]}"'] if token else [])
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    path = tmp_path_factory.mktemp("auth") / "auth.toml"
-    path.write_text(auth_toml())
-    s = ServerProcess("--config", str(path))
+    s = sigv4_server(tmp_path_factory.mktemp("auth"), OWNER, OTHER, TEMP)
     yield s
     err = s.stop()
     assert "Traceback" not in err, err
@@ -278,3 +269,36 @@ def test_a_presigned_url_works_until_it_expires(server, query_session, signing_t
     # RequestExpired, 400: SQS's Common Errors ("more than 15 minutes after the request expiration
     # date (such as for pre-signed URLs)"); the message text is not recorded (docs/semantics.md)
     assert _error(QUERY, status, headers, body)[:3] == (400, "RequestExpired", "Request has expired.")
+
+
+# -- accounts -----------------------------------------------------------------------------------
+
+def test_cross_account_access_follows_add_and_remove_permission(signer):
+    owner, other = signer.client(OWNER), signer.client(OTHER)
+    url = signer.queue("shared")
+    assert url.endswith("/111111111111/shared")
+    assert error_of(lambda: other.send_message(QueueUrl=url, MessageBody="m"))["Code"] == "AccessDenied"
+    owner.add_permission(QueueUrl=url, Label="other-sends", AWSAccountIds=[OTHER[2]],
+                         Actions=["SendMessage", "GetQueueUrl", "ReceiveMessage"])
+    assert other.get_queue_url(QueueName="shared", QueueOwnerAWSAccountId=OWNER[2])["QueueUrl"] == url
+    other.send_message(QueueUrl=url, MessageBody="from the other account")
+    (msg,) = other.receive_message(QueueUrl=url)["Messages"]
+    assert msg["Body"] == "from the other account"
+    # granted actions only; DeleteMessage was not
+    assert error_of(lambda: other.delete_message(QueueUrl=url, ReceiptHandle=msg["ReceiptHandle"]))["Code"] \
+        == "AccessDenied"
+    # owner-only actions cannot be granted (AddPermission refuses them), nor taken by the other account
+    assert error_of(lambda: other.remove_permission(QueueUrl=url, Label="other-sends"))["Code"] == "AccessDenied"
+    owner.remove_permission(QueueUrl=url, Label="other-sends")
+    assert error_of(lambda: other.send_message(QueueUrl=url, MessageBody="m"))["Code"] == "AccessDenied"
+
+
+def test_each_key_lists_and_names_its_own_account(signer):
+    owner, other = signer.client(OWNER), signer.client(OTHER)
+    mine = owner.create_queue(QueueName="mine")["QueueUrl"]
+    theirs = other.create_queue(QueueName="mine")["QueueUrl"]
+    assert mine.endswith("/111111111111/mine") and theirs.endswith("/222222222222/mine")
+    assert owner.list_queues()["QueueUrls"] == [mine]
+    assert other.list_queues()["QueueUrls"] == [theirs]
+    arn = other.get_queue_attributes(QueueUrl=theirs, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert arn == f"arn:aws:sqs:{signer.region}:222222222222:mine"

@@ -1,0 +1,18 @@
+"""test_errors.py's corpus again, every request signed and verified ([auth] mode = "sigv4"): with
+correct credentials, verification changes no answer. Its tests are collected here a second
+time, against this module's server."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conformance.test_errors import *  # noqa: F401,F403
+from tests.endpoint.auth_server import sigv4_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = sigv4_server(tmp_path_factory.mktemp("signed"))
+    yield s
+    err = s.stop()
+    assert "Traceback" not in err, err

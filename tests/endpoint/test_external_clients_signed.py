@@ -1,0 +1,19 @@
+"""test_external_clients.py again against a server that verifies SigV4: botocore 1.29 (Query) and
+the AWS CLI, signing with their configured credentials, work unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.endpoint.auth_server import sigv4_server
+from tests.endpoint.test_external_clients import *  # noqa: F401,F403
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = sigv4_server(tmp_path_factory.mktemp("signed"))
+    yield s
+    err = s.stop()
+    assert "Traceback" not in err, err
