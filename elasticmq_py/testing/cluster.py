@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from cluster.config import Address, ClusterConfig, Durability, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
 from cluster.history import read_history
+from elasticmq_py.auth.credentials import Auth
 from elasticmq_py.config import server_toml
 from elasticmq_py.testing.linkproxy import LinkProxy, ProxyLoop
 
@@ -295,6 +296,7 @@ class Cluster:
     # A data-dir per node (tmp/NAME.data) with this fsync policy; None: in memory, Raft's state
     # in tmp/NAME.state
     fsync: str | None = None
+    auth: Auth | None = None   # [auth] on every member (SigV4 verification of clients)
     procs: dict[str, Proc] = field(default_factory=dict)
     kills: dict[str, list[float]] = field(default_factory=dict)  # wall times each node was killed
     proxies: dict[tuple[str, str], Any] = field(default_factory=dict)   # DirectedLink or ToxiLink
@@ -385,7 +387,8 @@ class Cluster:
 
     def _spawn(self, name: str) -> subprocess.Popen:
         path = self.config_path(name)
-        path.write_text(server_toml(self.config_for(name), host="127.0.0.1", port=0, limits=self.limits))
+        path.write_text(server_toml(self.config_for(name), host="127.0.0.1", port=0, limits=self.limits,
+                                    auth=self.auth))
         err = open(self.tmp / f"{name}.log", "ab")
         return subprocess.Popen([*self._nice_prefix(), sys.executable, "-m", "elasticmq_py", "serve", "--config",
                                  str(path), "--print-port", "--log-level", "INFO"],
@@ -581,11 +584,12 @@ class Cluster:
         except OSError:
             return None, {}
 
-    def sqs(self, name: str, **config: Any):
+    def sqs(self, name: str, key: str = "x", secret: str = "x", **config: Any):
+        """A boto3 client of ``name``'s endpoint, signing with ``key`` and ``secret``."""
         import boto3
         from botocore.config import Config
         return boto3.client("sqs", endpoint_url=self.url(name), region_name="us-east-1",
-                            aws_access_key_id="x", aws_secret_access_key="x",
+                            aws_access_key_id=key, aws_secret_access_key=secret,
                             config=Config(**config))
 
     # -- the proxies: nemesis helpers ------------------------------------------------------------------
