@@ -51,6 +51,7 @@ from storage.sending import Sending
 from storage.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
+_NO_QUEUE = QueueKey("", "", "")   # what a command naming no queue (GetQueueUrl, move tasks) is checked as
 
 
 class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, Appliers, Snapshots):
@@ -102,7 +103,8 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
         if handler is None:
             raise UNSUPPORTED_OPERATION(f"{type(command).__name__} is not an SQS action.")
         caller = getattr(command, "caller", None)
-        if caller is not None:   # an authenticated request: may it touch that queue? (access.py)
+        # an authenticated request on a queue not its own account's: may it? (access.py)
+        if caller is not None and getattr(command, "queue", _NO_QUEUE).account != caller:
             authorize(command, caller, self._by_key)
         out: list[Mutation] = []
         now = self._now = self.clock.now_ms()

@@ -46,6 +46,7 @@ class Job:
     mode: str = "async"             # or "blocking" (one connection, sequential)
     host: str = "127.0.0.1"
     trivial_body: bytes = b""
+    credentials: tuple[str, str, str] | None = None   # sign for real: (key, secret, region)
     start_at: float = 0.0           # time.monotonic() (system-wide), set by the pool
     worker: int = 0
 
@@ -125,7 +126,7 @@ class _Conn(_Response):
 
 def _run_loop(job: Job) -> dict:
     plan = Plan(job.kind, job.protocol, job.host_header, job.queue_url, job.body_size,
-                trivial_body=job.trivial_body)
+                trivial_body=job.trivial_body, credentials=job.credentials)
     stats = Stats()
     ep = select.epoll()
     by_fd: dict[int, _Conn] = {}
@@ -313,7 +314,7 @@ class _Sink(_Response):
 
 def _run_blocking(job: Job) -> dict:
     plan = Plan(job.kind, job.protocol, job.host_header, job.queue_url, job.body_size,
-                trivial_body=job.trivial_body)
+                trivial_body=job.trivial_body, credentials=job.credentials)
     stats = Stats()
     gen = plan.driver(job.worker * 1000, stats)
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from bench.loadgen.sqs import AUTH, AMZ_DATE, FORM_CT
+from bench.loadgen.sqs import AUTH, AMZ_DATE, FORM_CT, Credentials, sign
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / ".venv" / "bench-peers"
@@ -31,8 +31,9 @@ class Unavailable(Exception):
 
 class ServerProc:
     def __init__(self, name: str, proc: subprocess.Popen, port: int, protocols: tuple[str, ...],
-                 version: str = "", notes: str = ""):
+                 version: str = "", notes: str = "", credentials: Credentials | None = None):
         self.name = name
+        self.credentials = credentials   # what requests must be signed with (a sigv4 server)
         self.proc = proc
         self.port = port
         self.protocols = protocols
@@ -65,10 +66,12 @@ class ServerProc:
 
     def call(self, action: str, params: dict, timeout: float = 30.0) -> tuple[int, bytes]:
         body = urlencode({"Action": action, "Version": "2012-11-05", **params}).encode()
+        auth, date = (AUTH, AMZ_DATE) if self.credentials is None else \
+            sign(self.credentials, self.host_header, "/", FORM_CT, body)
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             c.request("POST", "/", body, {"Host": self.host_header, "Content-Type": FORM_CT,
-                                          "X-Amz-Date": AMZ_DATE, "Authorization": AUTH})
+                                          "X-Amz-Date": date, "Authorization": auth})
             r = c.getresponse()
             return r.status, r.read()
         finally:
@@ -108,23 +111,26 @@ def _wait_listening(proc: subprocess.Popen, port: int, name: str, timeout: float
     raise Unavailable(f"{name} did not listen on port {port} within {timeout:.0f} s")
 
 
-def _print_port_server(name: str, argv: list[str], protocols: tuple[str, ...], version: str) -> ServerProc:
+def _print_port_server(name: str, argv: list[str], protocols: tuple[str, ...], version: str,
+                       credentials: Credentials | None = None) -> ServerProc:
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     line = proc.stdout.readline()
     if not line.strip().isdigit():
         proc.kill()
         raise RuntimeError(f"{name} did not start: {line!r}")
-    return ServerProc(name, proc, int(line), protocols, version)
+    return ServerProc(name, proc, int(line), protocols, version, credentials=credentials)
 
 
-def start_ours() -> ServerProc:
+def start_ours(config: Path | None = None, credentials: Credentials | None = None) -> ServerProc:
+    """``config``: a `serve --config` file; ``credentials``: what that server's clients sign with."""
     # what `.venv/bin/elasticmq-py serve` runs, started as the tests do (from the source tree, so
     # that packages added since the editable install, e.g. cluster/, are importable)
     argv = [sys.executable, "-m", "elasticmq_py"]
     return _print_port_server("elasticmq-py", argv + ["serve", "--port", "0", "--print-port",
-                                                       "--log-level", "WARNING"],
-                              ("json", "query"), _version_of("elasticmq-py"))
+                                                       "--log-level", "WARNING",
+                                                       *(["--config", str(config)] if config else [])],
+                              ("json", "query"), _version_of("elasticmq-py"), credentials)
 
 
 def start_trivial() -> ServerProc:

@@ -73,11 +73,33 @@ class Payloads:
 
 # -- request encoding -----------------------------------------------------------------------
 
+# (access key id, secret, region): sign requests for real, for a server that verifies SigV4
+Credentials = tuple[str, str, str]
+
+
+def sign(credentials: Credentials, host_header: str, path: str, content_type: str, body: bytes,
+         extra: tuple[tuple[str, str], ...] = ()) -> tuple[str, str]:
+    """(Authorization, X-Amz-Date) of a POST as botocore signs it. A SigV4 request stays valid
+    for 15 minutes and carries no nonce, so a driver signs each of its prepared requests once,
+    when its job starts, and sends them again and again: the server verifies every one in full."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials as BotoCredentials
+
+    key, secret, region = credentials
+    req = AWSRequest("POST", f"http://{host_header}{path}", data=body,
+                     headers={"Content-Type": content_type, **dict(extra)})
+    SigV4Auth(BotoCredentials(key, secret), "sqs", region).add_auth(req)
+    return req.headers["Authorization"], req.headers["X-Amz-Date"]
+
+
 def http_post(host_header: str, path: str, content_type: str, body: bytes,
-              extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+              extra: tuple[tuple[str, str], ...] = (), credentials: Credentials | None = None) -> bytes:
+    auth, date = (AUTH, AMZ_DATE) if credentials is None else sign(credentials, host_header, path, content_type,
+                                                                   body, extra)
     head = [f"POST {path} HTTP/1.1", f"Host: {host_header}", "User-Agent: elasticmq-py-bench/1",
-            "Accept-Encoding: identity", f"Content-Type: {content_type}", f"X-Amz-Date: {AMZ_DATE}",
-            f"Authorization: {AUTH}"]
+            "Accept-Encoding: identity", f"Content-Type: {content_type}", f"X-Amz-Date: {date}",
+            f"Authorization: {auth}"]
     head += [f"{k}: {v}" for k, v in extra]
     head.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
@@ -86,21 +108,22 @@ def http_post(host_header: str, path: str, content_type: str, body: bytes,
 class Api:
     """Builds the requests of one protocol against one queue."""
 
-    def __init__(self, protocol: str, host_header: str, queue_url: str):
+    def __init__(self, protocol: str, host_header: str, queue_url: str, credentials: Credentials | None = None):
         if protocol not in (JSON, QUERY):
             raise ValueError(protocol)
         self.protocol = protocol
         self.host_header = host_header
         self.queue_url = queue_url
+        self.credentials = credentials
 
     def _call(self, action: str, params: dict) -> bytes:
         if self.protocol == JSON:
             body = json.dumps(params, separators=(",", ":")).encode()
             return http_post(self.host_header, "/", JSON_CT, body,
-                             (("X-Amz-Target", f"AmazonSQS.{action}"),))
+                             (("X-Amz-Target", f"AmazonSQS.{action}"),), self.credentials)
         form = {"Action": action, "Version": "2012-11-05"}
         form.update(params)
-        return http_post(self.host_header, "/", FORM_CT, urlencode(form).encode())
+        return http_post(self.host_header, "/", FORM_CT, urlencode(form).encode(), credentials=self.credentials)
 
     def send(self, body: str) -> bytes:
         return self._call("SendMessage", {"QueueUrl": self.queue_url, "MessageBody": body})
@@ -210,9 +233,10 @@ class Plan:
     """Everything a worker needs to drive one kind of load; built once per job per worker."""
 
     def __init__(self, kind: str, protocol: str, host_header: str, queue_url: str,
-                 body_size: int = 100, batch: int = 10, trivial_body: bytes = b""):
+                 body_size: int = 100, batch: int = 10, trivial_body: bytes = b"",
+                 credentials: Credentials | None = None):
         self.kind = kind
-        self.api = Api(protocol, host_header, queue_url)
+        self.api = Api(protocol, host_header, queue_url, credentials)
         self.payloads = Payloads(body_size)
         self.batch = batch
         self.trivial_body = trivial_body

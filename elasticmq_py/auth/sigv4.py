@@ -38,7 +38,7 @@ import hmac
 from calendar import timegm
 from dataclasses import dataclass
 from time import strftime, gmtime
-from typing import Iterable
+from typing import Any, Iterable
 from urllib.parse import quote, unquote
 
 from storage.errors import ErrorKind, SqsError
@@ -70,6 +70,11 @@ MISMATCH_MESSAGE = ("The request signature we calculated does not match the sign
                     "AWS Secret Access Key and signing method. Consult the service documentation for details.")
 EXPIRED_MESSAGE = "Request has expired."
 
+_HEADER_START = ALGORITHM + " Credential="
+_CRED_AT = len(_HEADER_START)
+_NONE, _NL, _SPACE = "", "\n", " "
+_sha256, _compare = hashlib.sha256, hmac.compare_digest
+
 _PRESIGN_PARAMS = ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
                    "X-Amz-Signature")
 
@@ -89,6 +94,18 @@ class _Scope:
     day: str
     scope: str           # day/region/service/terminator
     key: bytes           # the derived signing key
+    # HMAC-SHA256 under that key with its padded key already hashed in: a copy and two updates
+    # per request (~0.5 us) instead of a new HMAC (~1.3 us)
+    inner: Any
+    outer: Any
+
+    def sign(self, message: bytes) -> str:
+        """HMAC-SHA256(key, message), hex."""
+        i = self.inner.copy()
+        i.update(message)
+        o = self.outer.copy()
+        o.update(i.digest())
+        return o.hexdigest()
 
 
 class Verifier:
@@ -99,6 +116,8 @@ class Verifier:
         self._signing_keys: dict[tuple[str, str, str, str], bytes] = {}
         # a Credential= value (key/day/region/service/terminator) -> its _Scope, or its error
         self._scopes: dict[str, _Scope | SqsError] = {}
+        # X-Amz-Date -> seconds since the epoch, for the dates that parsed
+        self._dates: dict[str, int] = {}
 
     # -- entry point ---------------------------------------------------------------------------
 
@@ -130,10 +149,20 @@ class Verifier:
 
     def _verify_header(self, auth: str, method: str, path: str, query: bytes, headers: dict[str, str],
                        body: bytes, now: float) -> Identity | SqsError:
-        fields = _header_fields(auth)
-        if isinstance(fields, SqsError):
-            return fields
-        credential, signed, signature = fields
+        # Written out in one function, locals and all: it runs for every request, and each call
+        # or attribute lookup saved here is a visible share of a send's cost (bench/sigv4_bench.py).
+        # The common shape ("AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...")
+        # is cut at known places; anything else takes the general parser.
+        i = auth.find(", SignedHeaders=", _CRED_AT)
+        j = auth.find(", Signature=", i + 16) if i > 0 else -1
+        if j > 0 and auth.startswith(_HEADER_START) and auth.find(",", j + 12) < 0 \
+                and auth.find(" ", _CRED_AT, i) < 0 and auth.find(" ", i + 16, j) < 0:
+            credential, signed, signature = auth[_CRED_AT:i], auth[i + 16:j], auth[j + 12:]
+        else:
+            fields = _header_fields(auth)
+            if isinstance(fields, SqsError):
+                return fields
+            credential, signed, signature = fields
         amz_date = headers.get("x-amz-date")
         if amz_date is None:
             return INCOMPLETE_SIGNATURE(
@@ -145,16 +174,27 @@ class Verifier:
             if len(self._scopes) >= 4096:   # credentials come from clients: bounded
                 self._scopes.clear()
             self._scopes[credential] = scope
-        if isinstance(scope, SqsError):
+        if type(scope) is not _Scope:
             return scope
-        err = self._check_token(scope.credential, headers.get("x-amz-security-token"))
-        if err is None:
+        if headers.get("x-amz-security-token") != scope.credential.session_token:
+            return INVALID_CLIENT_TOKEN_ID(INVALID_TOKEN_MESSAGE)
+        signed_at = self._dates.get(amz_date)
+        if signed_at is None or not amz_date.startswith(scope.day) or \
+                not now - self._max_skew_s <= signed_at <= now + self._max_skew_s:
             err = self._check_time(scope, amz_date, now, None)
-        if err is not None:
-            return err
-        canonical = _canonical(method, path, _canonical_query(query, None) if query else "", headers, signed,
-                               headers.get("x-amz-content-sha256") or _payload_hash(body))
-        return _check_signature(scope, amz_date, canonical, signature)
+            if err is not None:
+                return err
+        names = _SIGNED.get(signed)
+        if names is None:
+            names = _signed_names(signed)
+        canonical = (f"{method}\n{_PATHS.get(path) or _canonical_path(path)}\n"
+                     f"{_canonical_query(query, None) if query else ''}\n"
+                     f"{''.join([f'{n}:{_SPACE.join(headers.get(n, _NONE).split())}{_NL}' for n in names])}\n{signed}\n"
+                     f"{headers.get('x-amz-content-sha256') or (_sha256(body).hexdigest() if body else _EMPTY_SHA256)}")
+        to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{_sha256(canonical.encode()).hexdigest()}"
+        if _compare(scope.sign(to_sign.encode()), signature):
+            return scope.identity
+        return _mismatch(canonical, to_sign)
 
     # -- presigned URLs --------------------------------------------------------------------------
 
@@ -202,8 +242,10 @@ class Verifier:
         if terminator != TERMINATOR:
             return SIGNATURE_DOES_NOT_MATCH(
                 f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{terminator}'. ")
-        return _Scope(cred, Identity(cred.access_key_id, cred.account_id), day, "/".join(parts[1:]),
-                      self.signing_key(cred.secret_access_key, day, region, service))
+        key = self.signing_key(cred.secret_access_key, day, region, service)
+        padded = key.ljust(64, b"\0")   # SHA-256's block; a derived key is 32 bytes
+        return _Scope(cred, Identity(cred.access_key_id, cred.account_id), day, "/".join(parts[1:]), key,
+                      _sha256(bytes(b ^ 0x36 for b in padded)), _sha256(bytes(b ^ 0x5C for b in padded)))
 
     @staticmethod
     def _check_token(cred: Credential, token: str | None) -> SqsError | None:
@@ -214,7 +256,11 @@ class Verifier:
 
     def _check_time(self, scope: _Scope, amz_date: str, now: float, expires: int | None) -> SqsError | None:
         signed_at = _parse_amz_date(amz_date)
-        if signed_at is None:
+        if signed_at is not None:
+            if len(self._dates) >= 4096:   # a new X-Amz-Date each second, and clients choose them
+                self._dates.clear()
+            self._dates[amz_date] = signed_at
+        else:
             return INCOMPLETE_SIGNATURE(f"Date must be in ISO-8601 'basic format'. Got '{amz_date}'. "
                                         f"See http://en.wikipedia.org/wiki/ISO_8601")
         if scope.day != amz_date[:8]:
@@ -237,10 +283,13 @@ class Verifier:
 
 
 def _check_signature(scope: _Scope, amz_date: str, canonical: str, signature: str) -> Identity | SqsError:
-    to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-    expected = hmac.digest(scope.key, to_sign.encode(), "sha256").hex()
-    if hmac.compare_digest(expected, signature):
+    to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{_sha256(canonical.encode()).hexdigest()}"
+    if _compare(scope.sign(to_sign.encode()), signature):
         return scope.identity
+    return _mismatch(canonical, to_sign)
+
+
+def _mismatch(canonical: str, to_sign: str) -> SqsError:
     return SIGNATURE_DOES_NOT_MATCH(
         f"{MISMATCH_MESSAGE}\n\nThe Canonical String for this request should have been\n'{canonical}'\n\n"
         f"The String-to-Sign should have been\n'{to_sign}'\n")
@@ -265,11 +314,21 @@ def _header_fields(auth: str) -> tuple[str, str, str] | SqsError:
 
 
 def _canonical(method: str, path: str, query: str, headers: dict[str, str], signed: str, payload: str) -> str:
-    lines = []
-    for name in signed.split(";"):
-        value = headers.get(name, "")
-        lines.append(f"{name}:{' '.join(value.split())}\n")
-    return f"{method}\n{_canonical_path(path)}\n{query}\n{''.join(lines)}\n{signed}\n{payload}"
+    names = _SIGNED.get(signed) or _signed_names(signed)
+    lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}{_NL}" for n in names])
+    return f"{method}\n{_canonical_path(path)}\n{query}\n{lines}\n{signed}\n{payload}"
+
+
+# SignedHeaders=... -> the names in it: clients send the same few lists
+_SIGNED: dict[str, tuple[str, ...]] = {}
+
+
+def _signed_names(signed: str) -> tuple[str, ...]:
+    names = tuple(signed.split(";"))
+    if len(_SIGNED) >= 1024:
+        _SIGNED.clear()
+    _SIGNED[signed] = names
+    return names
 
 
 _PATHS: dict[str, str] = {}

