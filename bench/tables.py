@@ -235,6 +235,34 @@ def encryption(results: Results) -> str:
                                       f"{cfg['duration_s']:g} s; {loads(e['environment'])}"))
 
 
+def sigv4(results: Results) -> str:
+    e = results["sigv4"]
+    r, w, cfg = e["results"], e["ratios"], e["config"]
+    rows = []
+    for protocol, label in (("json", "JSON"), ("query", "Query")):
+        for mode, what in (("sigv4", "verified (`sigv4`)"), ("off", "not checked (`off`)")):
+            x = r[f"{mode} {protocol}"]
+            rows.append((f"{label}, {what}", num(x["msgs_per_s_median"]), num(x["msgs_per_s_best"]),
+                         f"{x['p50_ms_median']:.2f}", num(x["server_cpu_us_per_send_median"], 1), str(x["errors"])))
+    goal = e["goal"]
+    keep = goal["throughput_ratio_at_least"]
+    added = "; ".join(
+        f"{label} {num(r['sigv4 ' + p]['server_cpu_us_per_send_median'] - r['off ' + p]['server_cpu_us_per_send_median'], 1)}"
+        f" µs, of {num(r['off ' + p]['server_cpu_us_per_send_median'] * (1 / keep - 1), 1)} µs the goal allows"
+        for p, label in (("json", "JSON"), ("query", "Query")))
+    ratios = "; ".join(f"{label}: throughput {ratio_rounds(w[p]['throughput'], pct, '')}, CPU per send "
+                       f"{ratio_rounds(w[p]['cpu_per_send'], lambda x: f'{x:.2f}', 'x')}"
+                       for p, label in (("json", "JSON"), ("query", "Query")))
+    return block(
+        table(("single node, send 100 B", "sends/s median", "best", "p50 ms", "server CPU µs/send", "errors"), rows,
+              right=(1, 2, 3, 4, 5)),
+        f"sigv4 / off, within each round. {ratios}. Goal: throughput >= "
+        f"{pct(goal['throughput_ratio_at_least'])} of off in both protocols: {verdict(goal['met'])}.",
+        f"Server CPU that verification adds to a send (medians): {added}.",
+        source(results, "sigv4", f"{cfg['connections']} connections, {cfg['rounds']} rounds of "
+                                 f"{cfg['duration_s']:g} s; {loads(e['environment'])}"))
+
+
 DURABILITY_TARGETS = (("single node", "single, memory", "single, fsync always", "single"),
                       ("3 nodes, `majority`", "3 nodes, memory", "3 nodes, fsync always", "cluster"))
 
