@@ -4,15 +4,5 @@ time, against this module's server."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conformance.test_errors import *  # noqa: F401,F403
-from tests.endpoint.auth_server import sigv4_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = sigv4_server(tmp_path_factory.mktemp("signed"))
-    yield s
-    err = s.stop()
-    assert "Traceback" not in err, err
+from tests.endpoint.auth_server import signed_server as server  # noqa: F401

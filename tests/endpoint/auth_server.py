@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.endpoint.conftest import ServerProcess
 
 SUITE_KEY = ("AKIDTEST", "secret", "000000000000")
@@ -24,3 +26,13 @@ def sigv4_server(directory: Path, *keys: tuple[str, ...]) -> ServerProcess:
     path = directory / "auth.toml"
     path.write_text(auth_toml(*(keys or (SUITE_KEY,))))
     return ServerProcess("--config", str(path))
+
+
+@pytest.fixture(scope="module")
+def signed_server(tmp_path_factory):
+    """A sigv4 server with the suites' key, for a module that reruns a suite signed: such a
+    module imports this as its ``server`` fixture."""
+    s = sigv4_server(tmp_path_factory.mktemp("signed"))
+    yield s
+    err = s.stop()
+    assert "Traceback" not in err, err

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.endpoint.auth_server import sigv4_server
+from tests.endpoint.auth_server import signed_server as server  # noqa: F401
 from tests.endpoint.test_external_clients import *  # noqa: F401,F403
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = sigv4_server(tmp_path_factory.mktemp("signed"))
-    yield s
-    err = s.stop()
-    assert "Traceback" not in err, err
