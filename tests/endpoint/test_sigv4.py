@@ -111,7 +111,7 @@ def _other_last_digit(auth: str) -> str:
     lambda r: {"method": "PUT"},
     lambda r: {"headers": _changed_header(r, "x-amz-target", "AmazonSQS.DeleteQueue")},
     lambda r: {"headers": _changed_header(r, "host", "elsewhere:9324")},
-    lambda r: {"headers": _changed_header(r, "x-amz-date", r.headers["x-amz-date"][:-2] + "9Z")},
+    lambda r: {"headers": _changed_header(r, "x-amz-date", _other_last_digit(r.headers["x-amz-date"][:-1]) + "Z")},
     lambda r: {"headers": _changed_header(r, "authorization", r.headers["authorization"].replace(
         "/us-east-1/", "/eu-west-1/"))},
     lambda r: {"headers": _changed_header(r, "authorization", _other_last_digit(r.headers["authorization"]))},
