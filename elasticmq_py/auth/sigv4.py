@@ -192,7 +192,7 @@ class Verifier:
         lines = ""
         for n in names:
             v = headers.get(n, _NONE)
-            if "  " in v or "\t" in v or v[:1] == " " or v[-1:] == " ":   # rare: trim, collapse runs
+            if "  " in v or v[:1] == " " or v[-1:] == " " or not v.isprintable():   # rare: tabs and such
                 v = _SPACE.join(v.split())
             lines += f"{n}:{v}\n"
         canonical = (f"{method}\n{_PATHS.get(path) or _canonical_path(path)}\n"

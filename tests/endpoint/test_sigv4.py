@@ -76,10 +76,12 @@ def error(result) -> tuple[str, int, str]:
     lambda: signed(body=b"", method="GET",
                    url="http://localhost:9324/111111111111/q?Action=ReceiveMessage&AttributeName.1=All"),
     lambda: signed(headers={"X-Amz-Meta": "  two   spaces  "}),   # values trimmed and collapsed
+    lambda: signed(headers={"X-Amz-Meta": "a\tb\xa0c"}),             # any whitespace, as str.split sees it
     lambda: signed(cred=TEMP),                                    # temporary credentials
     lambda: presigned(),
     lambda: presigned(cred=TEMP),
-], ids=["json", "query", "query-path", "query-get", "header-spaces", "session-token", "presigned",
+], ids=["json", "query", "query-path", "query-get", "header-spaces", "header-whitespace", "session-token",
+        "presigned",
         "presigned-token"])
 def test_requests_signed_by_botocore_verify(make):
     req = make()
