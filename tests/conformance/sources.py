@@ -62,6 +62,12 @@ def api(action: str, what: str = "") -> Source:
     return Source(DOCUMENTED, f"{url} {what}".strip())
 
 
+def aws_doc(url: str, what: str = "") -> Source:
+    """Another AWS document that SQS's answers follow (IAM's evaluation and error texts, the API
+    reference's common errors)."""
+    return Source(DOCUMENTED, f"{url} {what}".strip())
+
+
 def model(what: str) -> Source:
     return Source(MODEL, f"botocore data/sqs/2012-11-05/service-2.json: {what}")
 

@@ -42,9 +42,9 @@ INVALID_TOKEN = "The security token included in the request is invalid."
 _FLOCI = ("floci's IAM-enforcement notes, 'AWS response shapes' R1 (SQS JSON: 403, x-amzn-query-error "
           "AccessDenied;Sender, __type com.amazon.coral.service#AccessDeniedException) and R3 (SQS Query: 403, "
           "ErrorResponse Code AccessDenied), measured against AWS")
-IAM_DENIED = src.Source(src.DOCUMENTED, "https://docs.aws.amazon.com/IAM/latest/UserGuide/troubleshoot_access-denied"
-                                        ".html: 'User: ... is not authorized to perform: ... because no resource-based "
-                                        "policy allows the ... action'")
+IAM_DENIED = src.aws_doc("https://docs.aws.amazon.com/IAM/latest/UserGuide/troubleshoot_access-denied.html",
+                         "'User: ... is not authorized to perform: ... because no resource-based policy allows the "
+                         "... action'")
 
 
 @pytest.fixture(scope="module")
@@ -224,14 +224,13 @@ def _error(protocol: str, status: int, headers: dict, body: bytes) -> tuple:
 
 
 # MissingAuthenticationToken and IncompleteSignature: codes and statuses as SQS's API reference lists
-# them (Common Errors: MissingAuthenticationToken 403, IncompleteSignature 400). The missing-token
+# them (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html:
+# MissingAuthenticationToken 403, IncompleteSignature 400). The missing-token
 # text is AWS's front end's (API Gateway's "Missing Authentication Token" family); the incomplete
 # texts are AWS's as quoted for other services: amazonka issue #316 (SES, 400, "Authorization header
 # requires 'Signature' parameter. ... Authorization=..."), aws-sdk-go issue #289 ("... not a valid
 # key=value pair (missing equal-sign) in Authorization header: ..."), and, for SQS itself,
 # YumaInaura's aws-sdk-sqs report ("Credential must have exactly 5 slash-delimited elements").
-COMMON_ERRORS = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html"
-
 
 def test_a_request_without_authentication(server, protocol):
     status, code, message, json_type = _error(protocol, *_unsigned(server, protocol))
