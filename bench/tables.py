@@ -246,10 +246,10 @@ def sigv4(results: Results) -> str:
                          f"{x['p50_ms_median']:.2f}", num(x["server_cpu_us_per_send_median"], 1), str(x["errors"])))
     goal = e["goal"]
     keep = goal["throughput_ratio_at_least"]
-    added = "; ".join(
-        f"{label} {num(r['sigv4 ' + p]['server_cpu_us_per_send_median'] - r['off ' + p]['server_cpu_us_per_send_median'], 1)}"
-        f" µs, of {num(r['off ' + p]['server_cpu_us_per_send_median'] * (1 / keep - 1), 1)} µs the goal allows"
-        for p, label in (("json", "JSON"), ("query", "Query")))
+    cpu = {k: v["server_cpu_us_per_send_median"] for k, v in r.items()}
+    added = "; ".join(f"{label} {num(cpu['sigv4 ' + p] - cpu['off ' + p], 1)} µs, of "
+                      f"{num(cpu['off ' + p] * (1 / keep - 1), 1)} µs the goal allows"
+                      for p, label in (("json", "JSON"), ("query", "Query")))
     ratios = "; ".join(f"{label}: throughput {ratio_rounds(w[p]['throughput'], pct, '')}, CPU per send "
                        f"{ratio_rounds(w[p]['cpu_per_send'], lambda x: f'{x:.2f}', 'x')}"
                        for p, label in (("json", "JSON"), ("query", "Query")))

@@ -27,8 +27,9 @@ trimmed with inner runs of spaces collapsed, the payload's SHA-256 unless X-Amz-
 names it. The tests sign with botocore's real signers, so the two cannot drift apart silently.
 
 Cost: a client's credential scope (key/day/region/service/terminator) stays the same all day;
-what it resolves to (the credential, the identity, the derived signing key) is kept per scope, so a request costs two SHA-256 and one HMAC over short
-strings plus the canonical request's string building (bench/sigv4_bench.py measures it).
+what it resolves to (the credential, the identity, the derived signing key) is kept per scope,
+so a request costs two SHA-256 and one HMAC over short strings plus the canonical request's
+string building (bench/sigv4_bench.py measures it).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ class Verifier:
                      f"{_canonical_query(query, None) if query else ''}\n{lines}\n{signed}\n"
                      f"{headers.get('x-amz-content-sha256') or (_sha256(body).hexdigest() if body else _EMPTY_SHA256)}")
         to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{_sha256(canonical.encode()).hexdigest()}"
-        if _compare(scope.sign(to_sign.encode()), signature):
+        if signature.isascii() and _compare(scope.sign(to_sign.encode()), signature):   # (it takes ASCII only)
             return scope.identity
         return _mismatch(canonical, to_sign)
 
@@ -291,7 +292,7 @@ class Verifier:
 
 def _check_signature(scope: _Scope, amz_date: str, canonical: str, signature: str) -> Identity | SqsError:
     to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{_sha256(canonical.encode()).hexdigest()}"
-    if _compare(scope.sign(to_sign.encode()), signature):
+    if signature.isascii() and _compare(scope.sign(to_sign.encode()), signature):
         return scope.identity
     return _mismatch(canonical, to_sign)
 

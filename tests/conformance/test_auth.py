@@ -149,9 +149,9 @@ CASES = [
     Case("signed-16-minutes-ahead", lambda a, shift: _skewed(a, shift, 16 * 60),
          403, "SignatureDoesNotMatch",
          re.compile(rf"Signature not yet current: {_STAMP} is still later than {_STAMP} \({_STAMP} \+ 15 min\.\)"),
-         src.unknown("SQS's answer is not recorded; the text is AWS's 'Signature not yet current: ... is still "
-                     "later than ... (... + N min.)' as quoted for other services (aws-sdk-rust's SignatureDoesNotMatch "
-                     "docs, Elastic Beanstalk), with SQS's 15 minutes"),
+         src.unknown("SQS's answer is not recorded; the text is AWS's 'Signature not yet current: ... is "
+                     "still later than ... (... + N min.)' as quoted for other services (aws-sdk-rust's "
+                     "SignatureDoesNotMatch docs, Elastic Beanstalk), with SQS's 15 minutes"),
          "InvalidSignatureException"),
     Case("another-accounts-queue",
          lambda a, _: a.client(OTHER).send_message(QueueUrl=a.queue(), MessageBody="m"),
@@ -240,8 +240,8 @@ def test_a_request_without_authentication(server, protocol):
 
 def test_an_incomplete_authorization_header(server, protocol):
     auth = "AWS4-HMAC-SHA256 Credential=AKIDOWNER/20240101/us-east-1/sqs/aws4_request"
-    status, code, message, json_type = _error(protocol, *_unsigned(server, protocol, {"Authorization": auth,
-                                                                                       "X-Amz-Date": "20240101T000000Z"}))
+    headers = {"Authorization": auth, "X-Amz-Date": "20240101T000000Z"}
+    status, code, message, json_type = _error(protocol, *_unsigned(server, protocol, headers))
     assert (status, code) == (400, "IncompleteSignature")
     assert message == ("Authorization header requires 'Signature' parameter. Authorization header requires "
                        f"'SignedHeaders' parameter. Authorization={auth}")

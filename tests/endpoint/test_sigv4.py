@@ -21,7 +21,8 @@ KEY = Credential("AKIDA", "secret-a", "111111111111")
 TEMP = Credential("ASIATEMP", "secret-t", "222222222222", session_token="token-t")
 VERIFIER = Verifier([KEY, TEMP])
 JSON_BODY = json.dumps({"QueueUrl": "http://localhost:9324/111111111111/q", "MessageBody": "hi"}).encode()
-FORM_BODY = b"Action=SendMessage&Version=2012-11-05&QueueUrl=http%3A%2F%2Flocalhost%3A9324%2F111111111111%2Fq&MessageBody=a+b"
+FORM_BODY = (b"Action=SendMessage&Version=2012-11-05&QueueUrl=http%3A%2F%2Flocalhost%3A9324%2F111111111111%2Fq"
+             b"&MessageBody=a+b")
 
 
 class Req:
@@ -117,7 +118,9 @@ def _other_last_digit(auth: str) -> str:
     lambda r: {"headers": _changed_header(r, "authorization", r.headers["authorization"].replace(
         "/us-east-1/", "/eu-west-1/"))},
     lambda r: {"headers": _changed_header(r, "authorization", _other_last_digit(r.headers["authorization"]))},
-], ids=["body", "path", "query", "method", "signed-header", "host", "date", "scope-region", "signature"])
+    lambda r: {"headers": _changed_header(r, "authorization", r.headers["authorization"][:-1] + "\u00e9")},
+], ids=["body", "path", "query", "method", "signed-header", "host", "date", "scope-region", "signature",
+        "signature-not-ascii"])
 def test_a_tampered_request_does_not_match(tamper):
     req = signed()
     code, status, message = error(req.verify(**tamper(req)))
@@ -142,7 +145,8 @@ def test_a_wrong_secret_does_not_match():
 
 def test_an_unknown_key_is_an_invalid_token():
     req = signed(cred=Credential("AKIDNOBODY", "x", "333333333333"))
-    assert error(req.verify()) == ("InvalidClientTokenId", 403, "The security token included in the request is invalid.")
+    assert error(req.verify()) == ("InvalidClientTokenId", 403,
+                                   "The security token included in the request is invalid.")
 
 
 @pytest.mark.parametrize("cred, token", [(TEMP, "other-token"), (KEY, "a-token")], ids=["wrong", "unexpected"])
