@@ -38,6 +38,7 @@ import hashlib
 import hmac
 from calendar import timegm
 from dataclasses import dataclass
+from operator import itemgetter
 from time import strftime, gmtime
 from typing import Any, Iterable
 from urllib.parse import quote, unquote
@@ -150,10 +151,9 @@ class Verifier:
 
     def _verify_header(self, auth: str, method: str, path: str, query: bytes, headers: dict[str, str],
                        body: bytes, now: float) -> Identity | SqsError:
-        # Written out in one function, locals and all: it runs for every request, and each call
-        # or attribute lookup saved here is a visible share of a send's cost (bench/sigv4_bench.py).
-        # The common shape ("AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...")
-        # is cut at known places; anything else takes the general parser.
+        # One function, locals and all: it runs for every request (bench/sigv4_bench.py). The
+        # common shape ("AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...") is
+        # cut at known places; anything else takes the general parser.
         i = auth.find(", SignedHeaders=", _CRED_AT)
         j = auth.find(", Signature=", i + 16) if i > 0 else -1
         if j > 0 and auth.startswith(_HEADER_START) and auth.find(",", j + 12) < 0 \
@@ -185,17 +185,17 @@ class Verifier:
             err = self._check_time(scope, amz_date, now, None)
             if err is not None:
                 return err
-        names = _SIGNED.get(signed)
-        if names is None:
-            names = _signed_names(signed)
-        # Header values are trimmed and their runs of spaces collapsed (SigV4's canonical form);
-        # the values SDKs send need neither, so they are looked at, not split and joined again.
-        lines = ""
-        for n in names:
-            v = headers.get(n, _NONE)
-            if "  " in v or v[:1] == " " or v[-1:] == " " or not v.isprintable():   # rare: tabs and such
-                v = _SPACE.join(v.split())
-            lines += f"{n}:{v}\n"
+        fmt = _SIGNED.get(signed) or _signed_format(signed)
+        # The signed headers' lines in a few calls into C. SigV4 trims each value and collapses
+        # its runs of whitespace; the values SDKs send need neither, which one look at the block
+        # tells (the HTTP parser refuses control characters other than tab in a value).
+        try:
+            lines = fmt.template % fmt.values(headers)
+        except KeyError:   # a signed header that is missing: signed as empty
+            lines = None
+        if lines is None or not lines.isascii() or "\t" in lines or "  " in lines or ": " in lines \
+                or " \n" in lines:
+            lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}\n" for n in fmt.names])
         canonical = (f"{method}\n{_PATHS.get(path) or _canonical_path(path)}\n"
                      f"{_canonical_query(query, None) if query else ''}\n{lines}\n{signed}\n"
                      f"{headers.get('x-amz-content-sha256') or (_sha256(body).hexdigest() if body else _EMPTY_SHA256)}")
@@ -322,21 +322,32 @@ def _header_fields(auth: str) -> tuple[str, str, str] | SqsError:
 
 
 def _canonical(method: str, path: str, query: str, headers: dict[str, str], signed: str, payload: str) -> str:
-    names = _SIGNED.get(signed) or _signed_names(signed)
+    names = (_SIGNED.get(signed) or _signed_format(signed)).names
     lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}{_NL}" for n in names])
     return f"{method}\n{_canonical_path(path)}\n{query}\n{lines}\n{signed}\n{payload}"
 
 
-# SignedHeaders=... -> the names in it: clients send the same few lists
-_SIGNED: dict[str, tuple[str, ...]] = {}
+@dataclass(frozen=True, slots=True)
+class _SignedHeaders:
+    """A SignedHeaders list, ready to lay out its headers' canonical lines."""
+    names: tuple[str, ...]
+    template: str        # "name:%s\n" per name
+    values: Any          # operator.itemgetter of the names: a dict -> their values, as a tuple
 
 
-def _signed_names(signed: str) -> tuple[str, ...]:
+# SignedHeaders=... -> its _SignedHeaders: clients send the same few lists
+_SIGNED: dict[str, _SignedHeaders] = {}
+
+
+def _signed_format(signed: str) -> _SignedHeaders:
     names = tuple(signed.split(";"))
+    getter = itemgetter(*names)
+    fmt = _SignedHeaders(names, "".join(f"{n.replace('%', '%%')}:%s\n" for n in names),
+                         getter if len(names) > 1 else (lambda h: (getter(h),)))
     if len(_SIGNED) >= 1024:
         _SIGNED.clear()
-    _SIGNED[signed] = names
-    return names
+    _SIGNED[signed] = fmt
+    return fmt
 
 
 _PATHS: dict[str, str] = {}

@@ -129,6 +129,13 @@ def test_a_tampered_request_does_not_match(tamper):
     assert "\n\nThe String-to-Sign should have been\n'AWS4-HMAC-SHA256\n" in message
 
 
+def test_a_signed_header_that_is_missing_is_signed_as_empty():
+    req = signed(headers={"X-Amz-Meta": "v"})
+    headers = {k: v for k, v in req.headers.items() if k != "x-amz-meta"}
+    message = error(req.verify(headers=headers))[2]
+    assert "\nx-amz-meta:\n" in message
+
+
 def test_the_mismatch_message_shows_the_canonical_request_botocore_signed():
     req = signed(body=FORM_BODY)
     message = error(req.verify(body=FORM_BODY + b"&x=1"))[2]
