@@ -70,9 +70,56 @@ def suite(quick: bool, log=print) -> dict:
         finally:
             bench.stop_servers()
             bench.pool.close()
-    return report(bench.runs, machine, {"loadavg_before": before, "loadavg_after": loadavg()},
-                  {"duration_s": bench.duration, "rounds": bench.rounds, "connections": SCENARIO.connections,
-                   "generator_processes": eb.PROCESSES}, log)
+    out = report(bench.runs, machine, {"loadavg_before": before, "loadavg_after": loadavg()},
+                 {"duration_s": bench.duration, "rounds": bench.rounds, "connections": SCENARIO.connections,
+                  "generator_processes": eb.PROCESSES}, log)
+    out["loop_us"] = loop_costs(20_000 if quick else 100_000)
+    log(f"  in a tight loop: {out['loop_us']}")
+    return out
+
+
+def loop_costs(n: int) -> dict[str, float]:
+    """What verifying one JSON send costs in a tight loop, in this process (µs, best of five),
+    and the three hashes it cannot do without: the floor under any verifier written in Python."""
+    import hashlib
+    import json
+    import timeit
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from elasticmq_py.auth.credentials import Credential
+    from elasticmq_py.auth.sigv4 import Verifier
+
+    body = json.dumps({"QueueUrl": f"http://localhost:9324/{ACCOUNT}/bench", "MessageBody": "x" * 100}).encode()
+    req = AWSRequest("POST", "http://localhost:9324/", data=body,
+                     headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessage"})
+    SigV4Auth(Credentials(KEY[0], KEY[1]), "sqs", KEY[2]).add_auth(req)
+    headers = {k.lower(): v for k, v in req.prepare().headers.items()}
+    headers["host"] = "localhost:9324"
+    verifier = Verifier([Credential(KEY[0], KEY[1], ACCOUNT)])
+    now = time.time()
+    assert verifier.verify("POST", "/", b"", headers, body, now).account_id == ACCOUNT
+    canonical = b"c" * 320   # a JSON send's canonical request is about this long
+    inner = hashlib.sha256(b"\x36" * 64)
+    outer = hashlib.sha256(b"\x5c" * 64)
+    to_sign = b"s" * 120
+
+    def hmac_prepared() -> str:
+        i = inner.copy()
+        i.update(to_sign)
+        o = outer.copy()
+        o.update(i.digest())
+        return o.hexdigest()
+
+    def best(fn) -> float:
+        return round(min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6, 3)
+
+    return {"verify_json_send": best(lambda: verifier.verify("POST", "/", b"", headers, body, now)),
+            "sha256_body": best(lambda: hashlib.sha256(body).hexdigest()),
+            "sha256_canonical": best(lambda: hashlib.sha256(canonical).hexdigest()),
+            "hmac_prepared": best(hmac_prepared)}
 
 
 def _warm_up(bench: _Bench) -> None:

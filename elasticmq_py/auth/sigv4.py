@@ -110,6 +110,16 @@ class _Scope:
         return o.hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class _Client:
+    """A credential scope and a SignedHeaders list, ready to check requests signed with them."""
+    scope: _Scope
+    names: tuple[str, ...]
+    template: str        # "name:%s\n" per name
+    values: Any          # a dict -> the names' values, as a tuple
+    signed: str          # "\n" SignedHeaders "\n", as the canonical request has it
+
+
 class Verifier:
     def __init__(self, credentials: Iterable[Credential], max_skew_s: int = MAX_SKEW_S):
         self._by_key = {c.access_key_id: c for c in credentials}
@@ -120,6 +130,8 @@ class Verifier:
         self._scopes: dict[str, _Scope | SqsError] = {}
         # X-Amz-Date -> seconds since the epoch, for the dates that parsed
         self._dates: dict[str, int] = {}
+        # an Authorization header up to ", Signature=" -> its _Client
+        self._clients: dict[str, _Client] = {}
 
     # -- entry point ---------------------------------------------------------------------------
 
@@ -151,32 +163,31 @@ class Verifier:
 
     def _verify_header(self, auth: str, method: str, path: str, query: bytes, headers: dict[str, str],
                        body: bytes, now: float) -> Identity | SqsError:
-        # One function, locals and all: it runs for every request (bench/sigv4_bench.py). The
-        # common shape ("AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...") is
-        # cut at known places; anything else takes the general parser.
-        i = auth.find(", SignedHeaders=", _CRED_AT)
-        j = auth.find(", Signature=", i + 16) if i > 0 else -1
-        if j > 0 and auth.startswith(_HEADER_START) and auth.find(",", j + 12) < 0 \
-                and auth.find(" ", _CRED_AT, i) < 0 and auth.find(" ", i + 16, j) < 0:
-            credential, signed, signature = auth[_CRED_AT:i], auth[i + 16:j], auth[j + 12:]
-        else:
+        # One function, locals and all: it runs for every request (bench/sigv4_bench.py). A
+        # client's header up to ", Signature=" (algorithm, credential scope, signed headers)
+        # stays the same all day: what it resolves to is kept per client (``_clients``), so a
+        # request costs one lookup of it, its canonical request and the hashes.
+        at = auth.rfind(", Signature=")
+        client = self._clients.get(auth[:at]) if at > 0 else None
+        signature = auth[at + 12:]
+        if client is None or "," in signature or " " in signature:
             fields = _header_fields(auth)
             if isinstance(fields, SqsError):
                 return fields
             credential, signed, signature = fields
+            client = None
         amz_date = headers.get("x-amz-date")
         if amz_date is None:
             return INCOMPLETE_SIGNATURE(
                 f"Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header. "
                 f"Authorization={auth}")
-        scope = self._scopes.get(credential)
-        if scope is None:
-            scope = self._scope(credential)
-            if len(self._scopes) >= 4096:   # credentials come from clients: bounded
-                self._scopes.clear()
-            self._scopes[credential] = scope
-        if type(scope) is not _Scope:
-            return scope
+        if client is None:
+            # kept only for the common shape, where the text before ", Signature=" alone decides
+            # the scope and the signed headers
+            client = self._client(credential, signed, auth[:at] if at > 0 and auth[at + 12:] == signature else None)
+            if type(client) is not _Client:
+                return client
+        scope = client.scope
         if headers.get("x-amz-security-token") != scope.credential.session_token:
             return INVALID_CLIENT_TOKEN_ID(INVALID_TOKEN_MESSAGE)
         signed_at = self._dates.get(amz_date)
@@ -185,24 +196,46 @@ class Verifier:
             err = self._check_time(scope, amz_date, now, None)
             if err is not None:
                 return err
-        fmt = _SIGNED.get(signed) or _signed_format(signed)
         # The signed headers' lines in a few calls into C. SigV4 trims each value and collapses
         # its runs of whitespace; the values SDKs send need neither, which one look at the block
         # tells (the HTTP parser refuses control characters other than tab in a value).
         try:
-            lines = fmt.template % fmt.values(headers)
+            lines = client.template % client.values(headers)
         except KeyError:   # a signed header that is missing: signed as empty
             lines = None
         if lines is None or not lines.isascii() or "\t" in lines or "  " in lines or ": " in lines \
                 or " \n" in lines:
-            lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}\n" for n in fmt.names])
+            lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}\n" for n in client.names])
         canonical = (f"{method}\n{_PATHS.get(path) or _canonical_path(path)}\n"
-                     f"{_canonical_query(query, None) if query else ''}\n{lines}\n{signed}\n"
+                     f"{_canonical_query(query, None) if query else ''}\n{lines}{client.signed}"
                      f"{headers.get('x-amz-content-sha256') or (_sha256(body).hexdigest() if body else _EMPTY_SHA256)}")
         to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{_sha256(canonical.encode()).hexdigest()}"
-        if signature.isascii() and _compare(scope.sign(to_sign.encode()), signature):   # (it takes ASCII only)
+        i = scope.inner.copy()
+        i.update(to_sign.encode())
+        o = scope.outer.copy()
+        o.update(i.digest())
+        if signature.isascii() and _compare(o.hexdigest(), signature):   # (it takes ASCII only)
             return scope.identity
         return _mismatch(canonical, to_sign)
+
+    def _client(self, credential: str, signed: str, prefix: str | None) -> "_Client | SqsError":
+        """What a credential scope and a SignedHeaders list resolve to; kept under ``prefix``
+        (the Authorization header up to ", Signature="), if given, when they resolve."""
+        scope = self._scopes.get(credential)
+        if scope is None:
+            scope = self._scope(credential)
+            if len(self._scopes) >= 4096:   # credentials come from clients: bounded
+                self._scopes.clear()
+            self._scopes[credential] = scope
+        if type(scope) is not _Scope:
+            return scope
+        fmt = _SIGNED.get(signed) or _signed_format(signed)
+        client = _Client(scope, fmt.names, fmt.template, fmt.values, f"\n{signed}\n")
+        if prefix is not None:
+            if len(self._clients) >= 4096:   # clients choose these: bounded
+                self._clients.clear()
+            self._clients[prefix] = client
+        return client
 
     # -- presigned URLs --------------------------------------------------------------------------
 
