@@ -236,6 +236,7 @@ class StartMessageMoveTask(Record):
 class CancelMessageMoveTask(Record):
     ns: Namespace
     task_handle: str | None
+    caller: str | None = None
 
 
 class ListMessageMoveTasks(Record):

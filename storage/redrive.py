@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from storage import validation as v
+from storage.access import access_denied
 from storage.commands import (
     CancelMessageMoveTask, ListDeadLetterSourceQueues, ListMessageMoveTasks, QueueKey, StartMessageMoveTask,
 )
@@ -148,6 +149,10 @@ class Redrive:
 
     def _cancel_message_move_task(self, c: CancelMessageMoveTask, now: int, out: list) -> CancelMessageMoveTaskResult:
         src, task = self._task_from_handle(c.task_handle)
+        # The handle names the task's source queue, which access.py cannot see from the command:
+        # cancelling is its owner's alone (OWNER_ONLY_ACTIONS), whatever its Policy grants.
+        if c.caller is not None and src.key.account != c.caller:
+            raise access_denied(c.caller, "CancelMessageMoveTask", src.arn)
         if task.status != TASK_STATUS_RUNNING:
             raise RESOURCE_NOT_FOUND("Task does not exist.")
         self._emit(out, MoveTaskUpdated(src.qid, _task_with(task, status="CANCELLED")))

@@ -165,7 +165,7 @@ def start_message_move_task(p, ctx):
 
 
 def cancel_message_move_task(p, ctx):
-    return c.CancelMessageMoveTask(ctx.ns, p.get("TaskHandle"))
+    return c.CancelMessageMoveTask(ctx.ns, p.get("TaskHandle"), caller=ctx.caller)
 
 
 def list_message_move_tasks(p, ctx):

@@ -9,8 +9,8 @@ import pytest
 
 from storage.access import allowed
 from storage.commands import (
-    AddPermission, DeleteQueue, GetQueueAttributes, GetQueueUrl, ListMessageMoveTasks, Namespace, PurgeQueue,
-    RemovePermission, SendMessage, SendMessageBatch, SendMessageBatchEntry, SetQueueAttributes,
+    AddPermission, CancelMessageMoveTask, DeleteQueue, GetQueueAttributes, GetQueueUrl, ListMessageMoveTasks, Namespace, PurgeQueue,
+    RemovePermission, SendMessage, SendMessageBatch, SendMessageBatchEntry, SetQueueAttributes, StartMessageMoveTask,
 )
 from tests.storage.queue_env import NS, Sqs
 
@@ -79,6 +79,19 @@ def test_a_move_task_on_another_accounts_queue_is_denied(sqs):
     key = sqs.create("dlq")
     denied(sqs, ListMessageMoveTasks(Namespace(NS.region, OTHER), key.arn, caller=OTHER), "ListMessageMoveTasks",
            key.arn)
+
+
+def test_another_account_cannot_cancel_a_move_task_by_its_handle(sqs):
+    src = sqs.create("src")
+    dlq = sqs.create("dlq-of-src")
+    sqs.run(SetQueueAttributes(src, {"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq.arn,
+                                                                   "maxReceiveCount": 1})}))
+    sqs.run(SendMessage(dlq, "stuck"))
+    sqs.run(AddPermission(dlq, "all", (OTHER,), ("*",), caller=OWNER))   # grants nothing owner-only
+    handle = sqs.run(StartMessageMoveTask(NS, dlq.arn, max_messages_per_second=1, caller=OWNER)).task_handle
+    denied(sqs, CancelMessageMoveTask(Namespace(NS.region, OTHER), handle, caller=OTHER), "CancelMessageMoveTask",
+           dlq.arn)
+    assert sqs.run(CancelMessageMoveTask(NS, handle, caller=OWNER)).approximate_number_of_messages_moved == 0
 
 
 @pytest.mark.parametrize("statement, verdict", [
