@@ -88,11 +88,11 @@ POINTS: dict[str, str] = {
                     "alternative: from when those acks arrived",
     "membership.accept_view": "a committed view is installed only with the next id and an epoch not going "
                               "back; alternative: a second view with the current id is installed too",
-    # the node core (node_core.py) and compaction (compaction.py)
+    # the node core (node_core.py), the group core (group_core.py) and compaction (compaction.py)
     "node.gating": "a master serves only while the membership core says it is active; "
                    "alternative: once its sync is done",
-    "node.durable_ack": "a replica acks only what its journal holds durably; alternative: what it applied",
-    "node.durable_part": "a journal report in the turn of a waiting ack (a newer one the journal lacks, or an "
+    "group.durable_ack": "a replica acks only what its journal holds durably; alternative: what it applied",
+    "group.durable_part": "a journal report in the turn of a waiting ack (a newer one the journal lacks, or an "
                          "earlier report's) sends the part it made durable of the held ack; alternative: leaves "
                          "it for the next report",
     "node.forward_once": "a forwarded request delivered twice is served once; alternative: every copy",

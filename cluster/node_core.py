@@ -1,42 +1,29 @@
 """Everything one member decides on its event loop, sans-I/O: the node core.
 
-NodeCore composes the membership core (views, the lease, activity: membership.py), the replication
-core (the stream, the master-change sync, transfers: replication/core.py), the stream's peer
-liveness (replication/liveness.py) and the table of forwarded requests (forwards.py), and decides
-what no runtime may:
+NodeCore composes the membership core (views, the lease, activity: membership.py), its
+replication group (the group core: cluster/group_core.py, which holds the replication core, the
+operations waiting for their ack policy, flow control, the journal's bookkeeping), the stream's
+peer liveness (replication/liveness.py) and the table of forwarded requests (forwards.py), and
+decides what is node-wide:
 
 * **Request gating.** ``route`` says whether this node answers a client itself (it is the active
   master: Raft leader with a fresh lease, its view committed, synchronised), forwards it to the
   master of its view (only while that master is connected), or refuses it with the reason; and
-  ``execute`` checks again before anything runs. A member of a minority partition therefore
-  never answers a write or a receive with success.
-* **Flow control.** While a reachable, caught-up replica lags too far (the master core says so),
-  producers (SendMessage and SendMessageBatch) are refused with ``Throttled`` before anything
-  runs.
-* **Per-queue ack policies.** A queue tagged ``elasticmq-py:ack-policy`` is replicated under that
-  policy; the cluster's otherwise (cluster/queue_policies.py).
-* **The abandon delay.** When the node stops being active, operations still waiting for their
-  ack policy are not failed at once: a lapse under load can be a few heartbeats long, and an
-  operation whose batch a majority acks meanwhile is as durable as any (no minority can collect
-  those acks). Only if the node stays inactive for ``leader_fallback`` are they told "outcome
-  unknown". A view change fails them at once.
+  ``execute`` checks again before the group runs anything. A member of a minority partition
+  therefore never answers a write or a receive with success.
 * **Stand-or-not.** While a state transfer from a connected master is bringing this node up, it
   tells the election core (on Raft's thread) not to stand: a joiner starved by restoring misses
   heartbeats, and standing then would depose the healthy master, which would have to pull the
   whole state first.
 * **The fence** (cluster/election.py): asked before a leader lets a higher-term vote request
   through, it stops being active for its term at once and says so.
-* **Ack coalescing and group commit.** Acks produced while frames are handled, and operations
-  executed, within one turn of the loop go out at its end (``flush``): one cumulative ack per
-  master and one batch per replica. ``FlushDue`` asks the runtime for that end of turn.
 * **Forwarding.** Gating says where a request goes; the requests this node forwarded wait in
   ``Forwards`` (cluster/forwards.py) until answered or failed; a request forwarded to this node
   runs once, however often its frame arrives.
-* **The truncate marker.** A member amnesiac because `journal truncate` dropped entries it had
-  fsynced has the marker removed (``ForgetDropped``) once its amnesia clears and its journal
-  holds, durably, what it caught up to.
-* The master's time acting through replicated ``Tick`` commands, and the master's
-  ``replication`` history line.
+* **The journal's failure.** After a failed write or fsync the node stores nothing more until
+  restarted: it stops serving and never stands.
+* Views, liveness and the clock reach the group as events: a view the membership core delivers
+  is installed in it, a peer's link going up or down, each tick.
 
 Events are method calls that return actions (cluster/node_actions.py); time is passed in
 (seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
@@ -47,51 +34,39 @@ events below ("events from the Raft thread") and the values a ``ToRaft`` action 
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from storage import Storage
-from storage.commands import Command, SendMessage, SendMessageBatch, Tick
-from storage.errors import SqsError
+from storage.commands import Command
 
 from cluster import decisions
-from cluster.compaction import RECORDS_PER_BLOB, STEP_BYTES, Compactor
+from cluster.compaction import RECORDS_PER_BLOB, STEP_BYTES
 from cluster.config import Timing
-from cluster.errors import MasterChanged, NotServing, NotStored, Throttled
+from cluster.errors import NotServing
 from cluster.forwards import Forwards
+from cluster.group_core import REPLICATION_GATE, GroupCore
 from cluster.membership import (
-    ActivityChanged, DeliverView, Fenced, GateOpened, LeaseAck, MembershipCore, ProposeView, RaftSample,
-    Record, StepDown, TimePassed, View, ViewCommitted,
+    ActivityChanged, DeliverView, Fenced, LeaseAck, MembershipCore, ProposeView, RaftSample, Record, StepDown,
+    TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
-    LOCAL, Action, Answer, FenceDone, FlushDue, ForgetDropped, ForwardFailed, ForwardTo, MayStand, Persist,
-    PersistReset, Refuse, Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, Refuse, Route, ServeForwarded, ToRaft,
+    TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
-from cluster.queue_policies import TAG_CHANGES, QueuePolicies
-from cluster.replication.core import (
-    Abandoned, Note, ReplicationCore, Serving, StorageReplaced, TransferSettings,
-)
-from cluster.replication.log import Entry, ReplicationLog
+from cluster.replication.core import TransferSettings
+from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
-from cluster.replication.messages import (
-    Ack, AckPolicy, Complete, FlushAt, Forward, ForwardReply, Rejected, Send, SnapshotAck, SnapshotChunk, Throttle,
-)
+from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Rejected, Send, SnapshotChunk
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
 
-REPLICATION_GATE = "replication"
-STORAGE_TICK_S = 1.0          # how often the master lets time act (retention, dedup windows, moves)
 FORWARD_IDS_KEPT = 10_000     # per forwarder: far more than can be in flight within the forward timeout
-PROGRESS_EVERY_S = 1.0        # the master's `replication` history line, at most this often
-
-_PRODUCERS = (SendMessage, SendMessageBatch)
-_INTERNAL = object()          # the token of the master's own Tick operations
 
 # Planted bugs this core knows (cluster/plantable.py): never set in production.
-BUGS = frozenset({"abandon-as-success", "minority-answers", "batches-unthrottled", "ack-before-fsync"})
+BUGS = frozenset({"minority-answers"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,57 +115,19 @@ class NodeCore:
         if log is None:
             log = ReplicationLog(settings.log_limit_bytes, journaled=settings.journal)
         assert (log.unjournaled is not None) == settings.journal, "a journaled node needs a journaled log"
-        self.journaled = settings.journal
-        self.replication = ReplicationCore(
-            name, storage, new_storage, log=log, policy=settings.policy,
-            limits=settings.limits, configured=len(self.members), transfer=settings.transfer,
-            bugs=all_bugs, amnesiac=amnesiac,
-            # what a journaled node starts with was read from its disk; the planted bug acks and
-            # answers what is merely written, as if no journal were waited for
-            durable_seq=log.last_seq if settings.journal and "ack-before-fsync" not in all_bugs else None)
         self.liveness = PeerLiveness(tuple(m for m in self.members if m != name), incarnation,
                                      keepalive=t.keepalive, dead_after=t.connection_timeout)
-        self.throttling = False
-        self.rejected = 0
-        self._policies = QueuePolicies(settings.policy)
-        # op id -> (token, result, changed, the error to answer instead of the result)
-        self._pending: dict[int, tuple[Any, Any, bool, SqsError | None]] = {}
-        self._op_ids = itertools.count(1)
-        self._flush_due = False
-        self._acks: dict[str, Ack] = {}
         self._active_until = float("-inf")   # a yes from the membership core holds until then
-        self._serving = False                # what ServingChanged last said
-        self._abandon_at: float | None = None
         self._may_stand: bool | None = None
         self.forwards = Forwards()
         # per forwarder: (its incarnation, the request ids served, in arrival order)
         self._forwarded: dict[str, tuple[int | None, set[int], deque[int]]] = {}
-        self._next_storage_tick = 0.0
         self._leader_contact: tuple[str, float] | None = None   # (Raft leader, when it last led us)
-        self._sync_stuck_since: float | None = None
-        self._progress: tuple | None = None
-        self._progress_at = float("-inf")
-        self.last_transfer_at: float | None = None
-        # the journal (settings.journal): tokens of writes not yet durable, (token, seq, is_reset)
-        self._tokens = itertools.count(1)
-        self._unpersisted: deque[tuple[int, int, bool]] = deque()
-        self._resets_pending = 0
-        self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
-        self._durable_parts: dict[str, Ack] = {}        # durable acks a newer one displaced, for the flush
-        self._held_snapshot_acks: list[tuple[int, Send]] = []   # (reset token, the transfer's last ack)
         self.journal_error: str | None = None
-        # the journal holds `journal truncate`'s marker (``entries_dropped``): once amnesia clears,
-        # it goes (ForgetDropped) when the journal holds the log up to ``_forget_at`` durably
-        self._entries_dropped = entries_dropped
-        self._forget_at: int | None = None
-        self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
-                                   settings.snapshot_blob_records)
+        self.groups = [GroupCore(self, storage, new_storage, log=log, amnesiac=amnesiac,
+                                 entries_dropped=entries_dropped, bugs=all_bugs)]
 
     # -- queries ---------------------------------------------------------------------------------
-
-    @property
-    def storage(self) -> Storage:
-        return self.replication.storage
 
     @property
     def view(self) -> View | None:
@@ -199,7 +136,7 @@ class NodeCore:
     def serving(self, now: float) -> bool:
         """The active master, synchronised: client operations run here. (``route`` and
         ``execute`` inline its first answer, from the lease it caches: keep them in step.)"""
-        if not self.replication.serving or self.journal_error is not None:
+        if not self.groups[0].replication.serving or self.journal_error is not None:
             return False
         if "minority-answers" in self.bugs:
             return True
@@ -214,7 +151,7 @@ class NodeCore:
         return active
 
     def route(self, now: float) -> Route:
-        if (now < self._active_until and self.replication.serving and self.journal_error is None) \
+        if (now < self._active_until and self.groups[0].replication.serving and self.journal_error is None) \
                 or self.serving(now):   # serving()'s first answer inline: once per client request
             return LOCAL
         reason = self.unavailable_reason(now)
@@ -268,12 +205,9 @@ class NodeCore:
             return f"Node {self.name} has not joined a view of the cluster yet."
         if view.master != self.name:
             return f"Node {self.name} is not the master (the master is {view.master})."
-        if not self.replication.serving:
+        if not self.groups[0].replication.serving:
             return f"Node {self.name} is the new master and is synchronising with a majority of the members."
         return f"Node {self.name} is the master but not active ({self.membership.evaluate(now)[1]})."
-
-    def pending_ops(self) -> int:
-        return len(self._pending)
 
     def forwards_in_flight(self) -> int:
         return len(self.forwards)
@@ -284,41 +218,14 @@ class NodeCore:
         """Run ``command`` if this node is the serving master; its ``Answer`` comes once its ack
         policy is met (maybe among the actions returned now)."""
         out: list[Action] = []
+        group = self.groups[0]
         # serving()'s first answer, inline: this runs once per client operation
-        if not (now < self._active_until and self.replication.serving and self.journal_error is None) \
+        if not (now < self._active_until and group.replication.serving and self.journal_error is None) \
                 and not self.serving(now):
             self._time_passed(now, out)
             out.append(Answer(token, None, NotServing(self.unavailable_reason(now))))
             return out
-        if self.throttling and isinstance(command, _PRODUCERS) \
-                and not ("batches-unthrottled" in self.bugs and type(command) is SendMessageBatch):
-            out.append(Answer(token, None, Throttled(
-                "a replica lags too far behind; the master slows producers until it catches up")))
-            return out
-        policy = self._policies.of(command, self.replication.storage, out)
-        error: SqsError | None = None
-        try:
-            result, mutations = self.replication.storage.execute(command)
-        except SqsError as e:
-            if not e.applied:
-                out.append(Answer(token, None, e))
-                return out
-            # It failed after changing the state (a storage bug): the replicas must get the same
-            # change; its client gets the error once they have it.
-            result, mutations, error = None, list(e.applied), e
-        if mutations and isinstance(command, TAG_CHANGES):
-            self._policies.clear()   # rare: the next command of each queue reads its tags again
-        # Every operation goes through the stream, those without mutations too: a FIFO send that
-        # deduplication turns into a no-op answers with a message only this master may hold yet,
-        # and must wait for what came before it.
-        op = next(self._op_ids)
-        self._pending[op] = (token, result, bool(mutations), error)
-        staged = self.replication.submit(op, mutations, policy)
-        if staged:   # most often nothing yet: the operation waits in the stage for its batch
-            self._replication(staged, now, out)
-        if mutations and not self._flush_due:
-            self._flush_due = True
-            out.append(FlushDue())
+        group.execute(token, command, now, out)
         return out
 
     def forward(self, token: Any, payload: Any, now: float) -> list[Action]:
@@ -337,7 +244,8 @@ class NodeCore:
     def stopped(self, reason: str) -> list[Action]:
         """The node stops: waiting operations and forwards end with "outcome unknown"."""
         out: list[Action] = []
-        self._abandon(reason, out)
+        for group in self.groups:
+            group.abandon(reason, out)
         self.forwards.stop(reason, out)
         return out
 
@@ -347,7 +255,7 @@ class NodeCore:
         if self.membership.role != "leader" or (to is not None and (to == self.name or to not in self.members)):
             return []
         out: list[Action] = []
-        self._membership(StepDown(now), now, out)
+        self.membership_event(StepDown(now), now, out)
         out.append(ToRaft(TransferLeadership(to)))
         return out
 
@@ -355,7 +263,7 @@ class NodeCore:
 
     def raft_sample(self, sample: RaftSample) -> list[Action]:
         out: list[Action] = []
-        self._membership(sample, sample.now, out)
+        self.membership_event(sample, sample.now, out)
         return out
 
     def leader_contact(self, leader: str, at: float) -> list[Action]:
@@ -365,24 +273,25 @@ class NodeCore:
 
     def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> list[Action]:
         out: list[Action] = []
-        self._membership(LeaseAck(now, peer, term, stamp), now, out)
+        self.membership_event(LeaseAck(now, peer, term, stamp), now, out)
         return out
 
     def view_committed(self, view: View, now: float) -> list[Action]:
         out: list[Action] = []
-        self._membership(ViewCommitted(now, view), now, out)
+        self.membership_event(ViewCommitted(now, view), now, out)
         return out
 
     def fence(self, term: int, now: float) -> list[Action]:
         out: list[Action] = []
-        self._membership(Fenced(now, term), now, out)
+        self.membership_event(Fenced(now, term), now, out)
         out.append(ToRaft(FenceDone(term)))
         return out
 
     def members_changed(self, members: tuple[str, ...], now: float) -> list[Action]:
         """The Raft configuration changed at runtime (a member added or removed)."""
         self.members = tuple(sorted(members))
-        self.replication.configured = len(self.members)
+        for group in self.groups:
+            group.replication.configured = len(self.members)
         out: list[Action] = []
         for peer, up in self.liveness.set_peers(tuple(m for m in self.members if m != self.name)):
             self._peer(peer, up, now, out)
@@ -405,113 +314,42 @@ class NodeCore:
         elif t is ForwardReply:
             self.forwards.answered(sender, frame, out)
         else:
-            self._replication(self.replication.on_frame(sender, frame, int(now * 1000)), now, out)
+            self.groups[0].frame(sender, frame, now, out)
             if t is SnapshotChunk:
                 self._stand_check(out)
         return out
 
     def tick(self, now: float) -> list[Action]:
         out: list[Action] = []
-        now_ms = int(now * 1000)
         beats, changes = self.liveness.tick(now)
         for peer, hb in beats:
             out.append(Send(peer, hb))
         for peer, up in changes:
             self._peer(peer, up, now, out)
-        self._replication(self.replication.on_tick(now_ms), now, out)
-        self._membership(TimePassed(now), now, out)
-        if self._abandon_at is not None and now >= self._abandon_at:
-            self._abandon_at = None
-            if not self.membership.evaluate(now)[0]:
-                self._abandon(f"{self.name} stopped being the active master before the ack policy was met", out)
+        groups = self.groups
+        for group in groups:
+            group.tick(now, out)
+        self.membership_event(TimePassed(now), now, out)
+        for group in groups:
+            group.abandon_due(now, out)
         self.forwards.expire(now, out)
-        if self.settings.storage_ticks and now >= self._next_storage_tick and self.serving(now):
-            self._storage_tick(now, out)
-        self._progress_line(now, out)
-        self._hand_on_check(now, out)
+        for group in groups:
+            group.upkeep(now, out)
         self._stand_check(out)
-        self._snapshot_step(now, out)
-        if self._flush_due:
-            # FlushDue is asked for once per batch; should the runtime lose it, the staged
-            # operations go out at the next tick instead of waiting forever
-            out += self.flush(now)
+        for group in groups:
+            group.end_tick(now, out)
         return out
 
     def flush(self, now: float) -> list[Action]:
-        """The end of a turn of the loop: cut the staged operations into one batch, and send the
-        newest ack per master."""
-        self._flush_due = False
-        out: list[Action] = []
-        self._replication(self.replication.flush(int(now * 1000)), now, out)
-        if self._acks:
-            acks, self._acks = self._acks, {}
-            parts = self._durable_parts
-            if parts:
-                self._durable_parts = {}
-            durable = self.replication.durable_seq
-            for to, ack in acks.items():
-                if decisions.ON and durable is not None:
-                    decisions.note("node.durable_ack", durable < ack.seq)
-                if durable is not None and ack.seq > durable:
-                    # a replica acks only what its journal holds: ``persisted`` sends it then
-                    self._held_acks[to] = ack
-                    part = parts.get(to)
-                    if part is not None:
-                        if decisions.ON:
-                            decisions.note("node.durable_part", part.epoch == ack.epoch)
-                        if part.epoch == ack.epoch:
-                            out.append(Send(to, part))
-                else:
-                    held = self._held_acks.get(to)
-                    if held is not None and (held.epoch != ack.epoch or held.seq <= ack.seq):
-                        del self._held_acks[to]
-                    # else ``persisted`` sent the durable part of ``held``: the rest stays held
-                    out.append(Send(to, ack))
-        return out
+        """The end of a turn of the loop: each group's staged operations go out as one batch,
+        and its newest ack per master."""
+        return self.groups[0].flush(now)
 
     # -- events from the journal -------------------------------------------------------------------
 
     def persisted(self, token: int, now: float) -> list[Action]:
         """The journal made every write up to ``token`` durable (as its fsync policy promises)."""
-        out: list[Action] = []
-        seq = None
-        while self._unpersisted and self._unpersisted[0][0] <= token:
-            tok, seq, is_reset = self._unpersisted.popleft()
-            if is_reset:
-                self._resets_pending -= 1
-                out += [send for t, send in self._held_snapshot_acks if t == tok]
-                self._held_snapshot_acks = [(t, send) for t, send in self._held_snapshot_acks if t != tok]
-        if seq is None or self._resets_pending or self.replication.durable_seq is None:
-            return out   # positions of a history a later reset replaced mean nothing now
-        self._replication(self.replication.persisted(seq, int(now * 1000)), now, out)
-        for to, ack in list(self._held_acks.items()):
-            part = Ack(ack.epoch, min(ack.seq, seq)) if ack.seq > seq else ack
-            waiting = self._acks.get(to)
-            if waiting is not None and (waiting.epoch != part.epoch or waiting.seq > part.seq):
-                # A newer ack waits for this turn's flush, which holds it again should the
-                # journal lack it; the part of the held one that is durable now goes all the same
-                # (left to the next report, it waited a whole fsync more).
-                self._keep_part(to, part)
-                continue
-            if decisions.ON and waiting is not None:
-                # an earlier report's part waits: this one's goes instead (the alternative kept that)
-                decisions.note("node.durable_part", part.seq > waiting.seq)
-            if not self._acks and not self._flush_due:
-                self._flush_due = True
-                out.append(FlushDue())
-            self._acks[to] = part
-        return out
-
-    def _keep_part(self, to: str, part: Ack) -> None:
-        """``part`` is durable and unsent, and a newer ack the journal lacks takes (or keeps) its
-        place for this turn's flush: the flush sends ``part`` when it holds that one."""
-        kept = self._durable_parts.get(to)
-        if kept is None or kept.epoch != part.epoch or kept.seq < part.seq:
-            self._durable_parts[to] = part
-
-    def held_ack(self, master: str) -> Ack | None:
-        """The ack this replica holds back from ``master`` until its journal holds what it acks."""
-        return self._held_acks.get(master)
+        return self.groups[0].persisted(token, now)
 
     def journal_failed(self, reason: str, now: float) -> list[Action]:
         """The journal could not write or fsync (a full disk, an I/O error). After a failed fsync
@@ -523,14 +361,8 @@ class NodeCore:
         self.journal_error = reason
         out.append(Warn(f"node {self.name}: journal failed, serving nothing until restarted: {reason}"))
         out.append(Record(now, "journal_failed", {"reason": reason}))
-        pending, self._pending = self._pending, {}
-        for token, _, _, _ in pending.values():
-            if token is not _INTERNAL:
-                out.append(Answer(token, None, NotStored(f"not stored: the journal of {self.name} failed ({reason})")))
-        self._held_acks.clear()
-        self._durable_parts.clear()
-        self.compactor.abort()
-        self._serving_check(now, out)
+        for group in self.groups:
+            group.journal_failed(reason, now, out)
         self._stand_check(out)
         if self.membership.role == "leader":
             out.append(ToRaft(TransferLeadership()))
@@ -538,7 +370,7 @@ class NodeCore:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _membership(self, event: Any, now: float, out: list[Action]) -> None:
+    def membership_event(self, event: Any, now: float, out: list[Action]) -> None:
         self._active_until = float("-inf")
         for a in self.membership.handle(event):
             t = type(a)
@@ -548,222 +380,32 @@ class NodeCore:
                 out.append(ToRaft(a))
             elif t is DeliverView:
                 v = a.view
-                self._replication(self.replication.install_view(v.master, v.epoch, v.members, int(now * 1000)),
-                                  now, out)
+                for group in self.groups:
+                    group.install_view(v, now, out)
                 self.forwards.master_changed(v.master, out)
             elif t is ActivityChanged:
-                self._abandon_at = None if a.active else now + self.timing.leader_fallback
-        self._serving_check(now, out)
+                for group in self.groups:
+                    group.activity_changed(a.active, now)
+        for group in self.groups:
+            group.serving_check(now, out)
 
     def _time_passed(self, now: float, out: list[Action]) -> None:
         # Between events only the clock can end activity (at the lease's expiry): tell the
         # membership core, so that it says so (and when) the moment anyone looks.
         if self.membership.active and not self.membership.evaluate(now)[0]:
-            self._membership(TimePassed(now), now, out)
-
-    def _replication(self, actions: list[Any], now: float, out: list[Action]) -> None:
-        # A transfer that finished here is acked (its last chunk) only once the journal holds the
-        # new state: the master counts the member as holding everything up to the snapshot then.
-        # (A resent last chunk is acked again meanwhile: held too.)
-        hold = self.replication.durable_seq is not None \
-            and (self._resets_pending > 0 or any(type(a) is StorageReplaced for a in actions))
-        held: list[Send] = []
-        for a in actions:
-            t = type(a)
-            if t is Send:
-                if hold and type(a.frame) is SnapshotAck:
-                    held.append(a)
-                elif type(a.frame) is Ack:
-                    if not self._acks and not self._flush_due:
-                        self._flush_due = True
-                        out.append(FlushDue())
-                    waiting = self._acks.get(a.to)
-                    durable = self.replication.durable_seq
-                    if waiting is not None and durable is not None and waiting.epoch == a.frame.epoch \
-                            and waiting.seq <= durable < a.frame.seq:
-                        # the journal holds the waiting ack (a report's part), not this newer
-                        # one, which the flush will hold: the waiting one goes all the same
-                        self._keep_part(a.to, waiting)
-                    self._acks[a.to] = a.frame
-                else:
-                    out.append(a)
-            elif t is Complete:
-                pending = self._pending
-                for op in a.op_ids:
-                    entry = pending.pop(op, None)
-                    if entry is not None and entry[0] is not _INTERNAL:
-                        out.append(Answer(entry[0], entry[1], entry[3], entry[2]))
-            elif t is FlushAt:
-                # half a millisecond late: the flush reads its clock as whole milliseconds
-                out.append(FlushDue((a.at_ms + 0.5) / 1000))
-            elif t is Throttle:
-                self._set_throttle(a.on, out, now)
-            elif t is Abandoned:
-                self._abandon(a.reason, out)
-                self._set_throttle(False, out, now)
-            elif t is Serving:
-                self._policies.clear()
-                if a.on:
-                    self._membership(GateOpened(now, REPLICATION_GATE, a.epoch), now, out)
-            elif t is Note:
-                if a.event == "transfer-finished":
-                    self.last_transfer_at = now
-                elif a.event == "caught-up" and self._entries_dropped:
-                    self._forget_at = self.replication.log.last_seq
-                # started_ms is this node's clock: meaningless to a reader of the history
-                out.append(Record(now, a.event.replace("-", "_"),
-                                  {k: v for k, v in a.fields.items() if k != "started_ms"}))
-            elif t is StorageReplaced:
-                self._policies.clear()
-                out.append(a)
-            elif t is Rejected:
-                self.rejected += 1
-                out.append(a)
-        if self.journaled:
-            self._journal(out)
-            if held:
-                reset = next(tok for tok, _, is_reset in reversed(self._unpersisted) if is_reset)
-                self._held_snapshot_acks += [(reset, send) for send in held]
-            if self._forget_at is not None:
-                self._forget_check(self._forget_at, out)
-        self._serving_check(now, out)
-
-    def _forget_check(self, caught_up_at: int, out: list[Action]) -> None:
-        """The marker goes once the journal holds what amnesia cleared with: removed earlier, a
-        crash could leave a journal without entries this node acknowledged, and no marker."""
-        durable = self.replication.durable_seq
-        if self._resets_pending or self.journal_error is not None or (durable is not None and durable < caught_up_at):
-            return
-        self._entries_dropped = False
-        self._forget_at = None
-        out.append(ForgetDropped())
-
-    def _journal(self, out: list[Action]) -> None:
-        """Hand what the log took since the last call to the journal, in order."""
-        entries: list[Entry] = []
-        for change in self.replication.log.drain():
-            if type(change) is Entry:
-                entries.append(change)
-                continue
-            self._persist(entries, out)
-            entries = []
-            tok = next(self._tokens)
-            out.append(PersistReset(tok, change.seq, change.epoch, change.blobs))
-            self._unpersisted.append((tok, change.seq, True))
-            self._resets_pending += 1
-            self.compactor.replaced(sum(len(b) for b in change.blobs))
-        self._persist(entries, out)
-
-    def _persist(self, entries: list[Entry], out: list[Action]) -> None:
-        if not entries:
-            return
-        tok = next(self._tokens)
-        out.append(Persist(tok, tuple(entries)))
-        self._unpersisted.append((tok, entries[-1].seq, False))
-        self.compactor.journaled(sum(len(e.mutations) for e in entries))
-
-    def _snapshot_step(self, now: float, out: list[Action]) -> None:
-        if not self.journaled or self.journal_error is not None or not self.compactor.due:
-            return
-        # Each read must see no more than the log holds: the master's executed operations are
-        # cut into a batch first, even while the batching hold would keep them (otherwise a
-        # restart could hold changes no log entry carries).
-        self._replication(self.replication.cut_staged(int(now * 1000)), now, out)
-        snap = self.compactor.step(self.storage, self.replication.log)
-        if snap is not None:
-            out.append(snap)
+            self.membership_event(TimePassed(now), now, out)
 
     def _peer(self, peer: str, up: bool, now: float, out: list[Action]) -> None:
-        self._replication(self.replication.on_peer(peer, up, int(now * 1000)), now, out)
+        for group in self.groups:
+            group.on_peer(peer, up, now, out)
         if not up:
             self.forwards.link_lost(peer, out)
         self._stand_check(out)
 
-    def _abandon(self, reason: str, out: list[Action]) -> None:
-        pending, self._pending = self._pending, {}
-        as_success = "abandon-as-success" in self.bugs
-        for token, result, changed, error in pending.values():
-            if token is _INTERNAL:
-                continue
-            if as_success:
-                out.append(Answer(token, result, error, changed))
-            else:
-                out.append(Answer(token, None, MasterChanged(reason)))
-
-    def _set_throttle(self, on: bool, out: list[Action], now: float) -> None:
-        if on != self.throttling:
-            self.throttling = on
-            out.append(ThrottleChanged(on))
-            out.append(Record(now, "throttle", {"on": on}))
-
-    def _serving_check(self, now: float, out: list[Action]) -> None:
-        serving = self.replication.serving and self.membership.active and self.journal_error is None
-        if serving != self._serving:
-            self._serving = serving
-            self._policies.clear()
-            out.append(ServingChanged(serving))
-
     def _stand_check(self, out: list[Action]) -> None:
-        rec = self.replication.receiver
-        allowed = (rec is None or rec.staging is None or not self.liveness.connected(rec.master)) \
-            and self.journal_error is None
+        allowed = not any(group.being_restored() for group in self.groups) and self.journal_error is None
         if allowed != self._may_stand:
             self._may_stand = allowed
             why = "" if allowed else "its journal failed" if self.journal_error is not None \
                 else "a state transfer is bringing this node up"
             out.append(ToRaft(MayStand(allowed, why)))
-
-    def _hand_on_check(self, now: float, out: list[Action]) -> None:
-        """An amnesiac Raft leader whose sync cannot finish with the members it reaches hands
-        leadership to a member that answered with its memory intact. Without this, a node that
-        restarted empty into a bridge and won Raft through the bridging member would hold the
-        whole group without a master until the bridge healed: the members beyond the bridge,
-        which its sync needs, can elect nobody while it leads them (the simulator's seed 103
-        plays this). The wait is the connection timeout: a member not heard from for that long
-        is unreachable."""
-        sync = self.replication.sync
-        m = self.membership
-        to = None
-        if sync is not None and m.role == "leader" and m.abdicated_term != m.term:
-            to = sync.hand_on_to(frozenset(p for p in self.liveness.peers if self.liveness.connected(p)))
-        if to is None:
-            self._sync_stuck_since = None
-            return
-        if self._sync_stuck_since is None:
-            self._sync_stuck_since = now
-        elif now - self._sync_stuck_since >= self.timing.connection_timeout:
-            self._sync_stuck_since = None
-            out.append(Record(now, "hand_on", {"to": to, "term": m.term,
-                                               "reason": "amnesiac, and its sync lacks a majority it can reach"}))
-            self._membership(StepDown(now), now, out)
-            out.append(ToRaft(TransferLeadership(to)))
-
-    def _storage_tick(self, now: float, out: list[Action]) -> None:
-        """Let time act on the master: its effects are replicated like a client's operation."""
-        result, mutations = self.replication.storage.execute(Tick())
-        # Hitting the cap means more is due: tick again at the next core tick.
-        self._next_storage_tick = now if result.effects >= Tick().max_effects else now + STORAGE_TICK_S
-        if mutations:
-            op = next(self._op_ids)
-            self._pending[op] = (_INTERNAL, None, True, None)
-            self._replication(self.replication.submit(op, mutations, self.settings.policy), now, out)
-            if not self._flush_due:
-                self._flush_due = True
-                out.append(FlushDue())
-
-    def _progress_line(self, now: float, out: list[Action]) -> None:
-        """The master's `replication` history line: each replica's acknowledged position and lag,
-        at most once a second and only when something moved (the acks without a line per ack)."""
-        mc = self.replication.master_core
-        if mc is None or now - self._progress_at < PROGRESS_EVERY_S:
-            return
-        st = mc.status(int(now * 1000))
-        progress = (st["epoch"], tuple((k, r["acked_seq"], r["connected"]) for k, r in sorted(st["replicas"].items())))
-        if progress == self._progress:
-            return
-        self._progress, self._progress_at = progress, now
-        out.append(Record(now, "replication", {
-            "epoch": st["epoch"], "last_seq": st["last_seq"],
-            "replicas": {k: {"acked_seq": r["acked_seq"], "lag_batches": r["lag_batches"],
-                             "lag_ms": r["lag_ms"], "connected": r["connected"]}
-                         for k, r in sorted(st["replicas"].items())}}))

@@ -16,8 +16,9 @@ PLANTABLE_BUGS: dict[str, str] = {
     # cluster/election.py
     "no-pre-vote": "stand for election whenever the election timer runs out, without a pre-vote",
     # cluster/node_core.py
-    "abandon-as-success": "answer operations abandoned on a view change or lost quorum as successes",
     "minority-answers": "gate client operations on the replication layer only, not on the lease",
+    # cluster/group_core.py
+    "abandon-as-success": "answer operations abandoned on a view change or lost quorum as successes",
     "batches-unthrottled": "flow control slows SendMessage but not SendMessageBatch",
     "ack-before-fsync": "with a journal, replicas ack and the master answers before their fsync",
 }

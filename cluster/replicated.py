@@ -193,7 +193,7 @@ class ReplicatedStorage:
 
     @property
     def storage(self) -> Storage:
-        return self.core.storage
+        return self.core.groups[0].storage
 
     @property
     def serving(self) -> bool:

@@ -300,7 +300,8 @@ def journal_info(stats: dict[str, Any] | None) -> JournalInfo | None:
 
 def _replication(node: "ReplicatedStorage", now: float, now_ms: int, digest: bool) -> ReplicationStatus:
     core = node.core
-    rc = core.replication
+    group = core.groups[0]
+    rc = group.replication
     d = rc.status(now_ms)
     connected = {p: core.liveness.connected(p) for p in core.liveness.peers}
     replicas = {name: ReplicaInfo(connected.get(name, False), r["acked_seq"], r["lag_batches"], r["lag_ms"],
@@ -313,7 +314,7 @@ def _replication(node: "ReplicatedStorage", now: float, now_ms: int, digest: boo
     lt = d["last_transfer"]
     last_transfer = None
     if lt is not None:
-        at = None if core.last_transfer_at is None else node._wall() - (now - core.last_transfer_at)
+        at = None if group.last_transfer_at is None else node._wall() - (now - group.last_transfer_at)
         last_transfer = TransferInfo(lt["direction"], lt["peer"], lt["at_seq"], lt["records"], lt["bytes"],
                                      lt["duration_s"], at)
     tr = node.stream.status()
@@ -327,8 +328,8 @@ def _replication(node: "ReplicatedStorage", now: float, now_ms: int, digest: boo
         members=tuple(d["members"]), serving=d["serving"], amnesiac=d["amnesiac"], log=LogInfo(**d["log"]),
         applied_seq=d["applied_seq"], sync=d["sync"], transfers_out=tuple(d["transfers_out"]),
         transfer_in=d["transfer_in"], last_transfer=last_transfer, replicas=replicas,
-        replication_queue=d["replication_queue"], delay_ms=d["delay_ms"], throttling=core.throttling,
-        pending_ops=core.pending_ops(), rejected_frames=core.rejected, peers=connected, transport=transport,
+        replication_queue=d["replication_queue"], delay_ms=d["delay_ms"], throttling=group.throttling,
+        pending_ops=group.pending_ops(), rejected_frames=group.rejected, peers=connected, transport=transport,
         halted=halted, policy=core.settings.policy.value, forward=core.settings.forward,
         forwarding=ForwardingInfo(f.forwarded, f.served_for_others, f.failed, core.forwards_in_flight()),
-        digest=core.storage.digest() if digest else None)
+        digest=group.storage.digest() if digest else None)

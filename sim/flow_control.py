@@ -42,7 +42,7 @@ class Lag:
 def counted(node: Any, now_s: float) -> list[Lag] | None:
     """The lag of every replica ``node`` (a SimNode) counts as master, as its core's clock reads
     now (whole milliseconds); None if it is not a master."""
-    master = node.core.replication.master_core
+    master = node.core.groups[0].replication.master_core
     if master is None:
         return None
     now_ms = int(now_s * 1000)

@@ -57,7 +57,7 @@ class Health:
         for n in w.names:
             node = w.nodes.get(n)
             if n in w.down or n in w.paused or node is None or not node.alive \
-                    or node.core.replication.receiver is not None or node.core.replication.amnesiac:
+                    or node.core.groups[0].replication.receiver is not None or node.core.groups[0].replication.amnesiac:
                 continue
             cand.append(n)
         links, flapping = net.links, w.nemesis.flapping
@@ -100,10 +100,11 @@ class Health:
                 or not w.members_converged():
             return
         m = w.master()
-        if m is None or m.core.replication.master_core is None or m.core.replication.master_core._staged:
+        mc = m.core.groups[0].replication.master_core if m is not None else None
+        if mc is None or mc._staged:
             return
         self._last_quiescent = w.now
         self._quiesce_due = False
         self.quiescent_points += 1
         w.nemesis.note("", QUIESCENT, {"master": m.name,
-                                       "digests": {n: w.nodes[n].core.storage.digest() for n in w.names}})
+                                       "digests": {n: w.nodes[n].core.groups[0].storage.digest() for n in w.names}})

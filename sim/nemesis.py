@@ -65,7 +65,7 @@ class Nemesis:
         m = w.master()
         for n, need in list(w.recovering.items()):
             node = w.nodes.get(n)
-            c = node.core.replication if node is not None else None
+            c = node.core.groups[0].replication if node is not None else None
             # caught up: a replica of the master of the moment, or that master itself (its sync
             # took in everything a majority holds)
             if c is not None and node.alive and c.receiver is None and c.log.last_seq >= need \
@@ -81,9 +81,10 @@ class Nemesis:
             return False
         quorum = len(w.names) // 2 + 1
         nodes = [w.nodes[n] for n in w.names]
-        held = sorted(((x.core.replication.log.last_epoch, x.core.replication.log.last_seq) for x in nodes),
-                      reverse=True)[quorum - 1]
-        if any((o.core.replication.log.last_epoch, o.core.replication.log.last_seq) < held for o in others):
+        logs = {x.name: x.core.groups[0].replication.log for x in nodes}
+        positions = {n: (log.last_epoch, log.last_seq) for n, log in logs.items()}
+        held = sorted(positions.values(), reverse=True)[quorum - 1]
+        if any(positions[o.name] < held for o in others):
             return False
         raft_held = sorted((len(x.raft.log) for x in nodes), reverse=True)[quorum - 1]
         return all(len(o.raft.log) >= raft_held for o in others)

@@ -361,7 +361,7 @@ class SimNode:
     def _core_tick(self) -> None:
         w = self.world
         self._act(self.core.tick(w.now_s))
-        w.flow.ticked(self.name, w.now_s, self.core.throttling, counted(self, w.now_s))
+        w.flow.ticked(self.name, w.now_s, self.core.groups[0].throttling, counted(self, w.now_s))
         w.at(w.now + CORE_TICK_US, self._node_event, self._core_tick, ())
 
     def _flush(self) -> None:
@@ -369,8 +369,9 @@ class SimNode:
         self.world.waste.flushed(self.world.now_s, self)
 
     def _loop_persisted(self, token: int) -> None:
-        rep = self.core.replication
-        held, durable = self.core.held_ack(rep.master) if rep.master else None, rep.durable_seq
+        group = self.core.groups[0]
+        rep = group.replication
+        held, durable = group.held_ack(rep.master) if rep.master else None, rep.durable_seq
         self._act(self.core.persisted(token, self.world.now_s))
         self.world.waste.journal_report(self, held, durable)
         if self.world.rare.race.armed is not None:
@@ -470,7 +471,7 @@ class SimNode:
     # --- state for the world's god view ----------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return self.core.replication.status(self.world.now_ms)
+        return self.core.groups[0].replication.status(self.world.now_ms)
 
 
 def _outcome(error: BaseException | None) -> tuple[str, str | None]:

@@ -40,7 +40,7 @@ class ProvenanceCheck:
     def scan(self, now_s: float, nodes: dict[str, Any]) -> None:
         """Look at every entry that appeared in a member's log since the last scan."""
         for name, node in nodes.items():
-            log = node.core.replication.log
+            log = node.core.groups[0].replication.log
             seen_log, seen_seq = self._seen.get(name, (None, 0))
             if seen_log is not log or log.last_seq < seen_seq:
                 seen_seq = 0        # a new log (a restart), or one reset behind what was seen

@@ -39,8 +39,8 @@ class Reach:
         if ev == "view":
             self.epochs.add(f.get("epoch"))
         elif ev == "sync_started":
-            self._sync_pos[r.node] = {n: (x.core.replication.log.last_epoch, x.core.replication.log.last_seq)
-                                      for n, x in w.nodes.items() if x.alive}
+            logs = {n: x.core.groups[0].replication.log for n, x in w.nodes.items() if x.alive}
+            self._sync_pos[r.node] = {n: (log.last_epoch, log.last_seq) for n, log in logs.items()}
         elif ev == "synced":
             snap = self._sync_pos.pop(r.node, {})
             answered = {r.node, *(f.get("positions") or {}), *(f.get("divergent") or ())}
@@ -61,5 +61,5 @@ class Reach:
                 node = w.nodes.get(r.node)
                 self.counts["transfers"] += 1
                 self.counts["transfer_records_max"] = max(self.counts["transfer_records_max"], f.get("records") or 0)
-                if node is not None and node.core.replication.log.last_seq > at:
+                if node is not None and node.core.groups[0].replication.log.last_seq > at:
                     self.counts["transfers_log_moved"] += 1

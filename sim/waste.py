@@ -46,7 +46,7 @@ class WasteCheck:
         if epoch is None:
             return
         self.frames_checked += 1
-        view_epoch = sender.core.replication.epoch
+        view_epoch = sender.core.groups[0].replication.epoch
         if type(msg) is Ack:
             self._acked[(src, msg.epoch)] = msg.seq if (prev := self._acked.get((src, msg.epoch))) is None \
                 else max(prev, msg.seq)
@@ -57,7 +57,7 @@ class WasteCheck:
     def journal_report(self, node: Any, held: Ack | None, durable_before: int | None) -> None:
         """``node``'s journal reported (``NodeCore.persisted``); ``held`` was the ack it held back
         for its master before the report, ``durable_before`` its durable seq then."""
-        rep = node.core.replication
+        rep = node.core.groups[0].replication
         durable = rep.durable_seq
         if held is None or durable is None or durable_before is None or durable <= durable_before \
                 or held.seq <= durable_before or held.epoch != rep.epoch or rep.role != "replica":
@@ -75,7 +75,7 @@ class WasteCheck:
         if owed is None or owed[0] is not node:
             return      # none, or owed by an incarnation that crashed before its turn ended
         _, epoch, master, need = owed
-        rep = node.core.replication
+        rep = node.core.groups[0].replication
         if rep.epoch != epoch or rep.master != master or rep.role != "replica":
             return      # a view change between the report and the flush: nothing is owed to it now
         self.reports_checked += 1

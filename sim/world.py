@@ -279,7 +279,8 @@ class World:
         """The god view: the node that is active and serving now, without touching its state."""
         now_s = self.now_s
         found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].frozen
-                 and self.nodes[n].core.membership.evaluate(now_s)[0] and self.nodes[n].core.replication.serving]
+                 and self.nodes[n].core.membership.evaluate(now_s)[0]
+                 and self.nodes[n].core.groups[0].replication.serving]
         return self.nodes[found[0]] if len(found) == 1 else None
 
     # --- clients --------------------------------------------------------------------------------
@@ -334,7 +335,7 @@ class World:
                                     or self.now - started > DRAIN_CAP_US):
             return True
         m = self.master()
-        return empty_rounds >= 2 and m is not None and m.core.storage.message_count() == 0
+        return empty_rounds >= 2 and m is not None and m.core.groups[0].storage.message_count() == 0
 
     def drain_done(self) -> None:
         self.settle_started_us = self.now
@@ -348,7 +349,8 @@ class World:
                 if node is None or not node.alive:
                     continue
                 view = node.core.view
-                self.record(DigestRecord(self.now_s, n, node.core.storage.digest(), node.core.replication.master,
+                rc = node.core.groups[0].replication
+                self.record(DigestRecord(self.now_s, n, rc.storage.digest(), rc.master,
                                          view.view_id if view is not None else None))
             self.finished = True
             return
@@ -359,9 +361,9 @@ class World:
         same seq written in the same epoch: a member outside the view may hold a divergent tail
         that ends at the same seq) and having acked it."""
         m = self.master()
-        if m is None or m.core.replication.senders:
+        if m is None or m.core.groups[0].replication.senders:
             return False
-        log = m.core.replication.log
+        log = m.core.groups[0].replication.log
         last = log.last_seq
         for n in self.names:
             node = self.nodes.get(n)
@@ -369,11 +371,11 @@ class World:
                 return False
             if node is m:
                 continue
-            c = node.core.replication
+            c = node.core.groups[0].replication
             if c.role != REPLICA or c.master != m.name or c.log.last_seq != last or c.receiver is not None \
                     or c.log.last_epoch != log.last_epoch:
                 return False
-        replicas = m.core.replication.master_core.status(self.now_ms)["replicas"]
+        replicas = m.core.groups[0].replication.master_core.status(self.now_ms)["replicas"]
         return len(replicas) == len(self.names) - 1 and all(r["acked_seq"] == last for r in replicas.values())
 
     # --- what faults do to nodes (the nemesis and the rare paths decide when) -------------------
@@ -400,7 +402,7 @@ class World:
     def restart(self, name: str, gen: int | None = None) -> None:
         if name not in self.down or (gen is not None and gen != self.down_gen[name]):
             return
-        positions = [self.nodes[n].core.replication.log.last_seq for n in self.names
+        positions = [self.nodes[n].core.groups[0].replication.log.last_seq for n in self.names
                      if n != name and n in self.nodes and self.nodes[n].alive]
         self.recovering[name] = max(positions, default=0)
         self.nemesis.note(name, "restart")

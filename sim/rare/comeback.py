@@ -31,7 +31,7 @@ class Comeback:
         m = w.master()
         node = w.nodes[old]
         if m is not None and m.name != old and node.alive \
-                and m.core.replication.log.last_seq >= node.core.replication.log.last_seq + 2:
+                and m.core.groups[0].replication.log.last_seq >= node.core.groups[0].replication.log.last_seq + 2:
             w.reach.counts["comeback_ahead"] += 1
             w.last_fault_at = w.now
             stream = w.links_around(old)
@@ -82,7 +82,7 @@ class Comeback:
                 # the answer that carries the syncing master's own last entry, once
                 if lost or type(msg) is not Batch:
                     return True
-                rc = w.nodes[old].core.replication
+                rc = w.nodes[old].core.groups[0].replication
                 if rc.sync is None or rc.sync.state != rc.sync.FETCHING or msg.seq != rc.log.last_seq:
                     return True
                 lost.append(True)

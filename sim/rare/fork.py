@@ -36,7 +36,7 @@ class Fork:
         if new is None:
             m = w.master()
             if m is not None and m.name != old and m.core.view is not None:
-                log, epoch = m.core.replication.log, m.core.view.epoch
+                log, epoch = m.core.groups[0].replication.log, m.core.view.epoch
                 first = log.last_seq + 1     # its epoch's first seq
                 while first > 1 and (e := log.get(first - 1)) is not None and e.written_epoch == epoch:
                     first -= 1
@@ -51,7 +51,7 @@ class Fork:
         its policy needs (one at least) and, with a journal, on its own disk."""
         w = self.world
         node = w.nodes[name]
-        mc = node.core.replication.master_core if node.alive else None
+        mc = node.core.groups[0].replication.master_core if node.alive else None
         if mc is None:
             return False
         need = max(1, mc.policy.required(len(mc.members), mc.configured))
@@ -63,8 +63,8 @@ class Fork:
         if w.healed:
             return
         w.last_fault_at = w.now
-        o = w.nodes[old].core.replication.log
-        held = [(x.core.replication.log.last_epoch, x.core.replication.log.last_seq)
+        o = w.nodes[old].core.groups[0].replication.log
+        held = [(x.core.groups[0].replication.log.last_epoch, x.core.groups[0].replication.log.last_seq)
                 for n, x in w.nodes.items() if x.alive and n not in (old, new)]
         longer = any(e > o.last_epoch and s < o.last_seq for e, s in held)
         w.reach.counts["fork_steps"] += 1

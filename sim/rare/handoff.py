@@ -66,7 +66,7 @@ class Handoff:
             return
         if gated is None:
             m = w.master()
-            rc = m.core.replication if m is not None and m.alive else None
+            rc = m.core.groups[0].replication if m is not None and m.alive else None
             sender = rc.senders.get(joiner) if rc is not None and rc.serving else None
             if sender is not None:
                 at = rc.log.last_seq
@@ -93,11 +93,11 @@ class Handoff:
         else:
             master, at, _ = gated
             node, j = w.nodes[master], w.nodes[joiner]
-            if not node.alive or not node.core.replication.serving:
+            if not node.alive or not node.core.groups[0].replication.serving:
                 self._ungate(f, step, gated)
                 self.next(f, step)
                 return
-            taken = j.core.replication.last_transfer if j.alive else None
+            taken = j.core.groups[0].replication.last_transfer if j.alive else None
             if taken is not None and taken.get("direction") == "received" and taken.get("peer") == master:
                 if f.kind == "handoff":
                     w.reach.counts["handoff_tails"] += taken["at_seq"] > at

@@ -158,7 +158,7 @@ class Hung:
                 w.health.check()
             self._again(f)
             return
-        core = node.core
+        group = node.core.groups[0]
         if polls * FORK_POLL_US > (HUNG_HAND_S if stage == "hand" else f.params["wait_s"]) * 1e6:
             if stage == "hand":     # the heir did not take over: the isolation decides
                 self._isolate(f, second, at, tail)
@@ -189,9 +189,9 @@ class Hung:
                 w.health.check()
                 state, polls = ("reset", name, inc, None, tail, m.name, None), -1
         elif stage == "reset":
-            taken = core.replication.last_transfer
+            taken = group.replication.last_transfer
             if taken is not None and taken.get("direction") == "received" and taken.get("peer") == second \
-                    and core._resets_pending:
+                    and group._resets_pending:
                 at = taken["at_seq"]
                 w.reach.counts["hung_resets"] += 1
                 w.reach.counts["hung_tails"] += tail > at
@@ -214,12 +214,12 @@ class Hung:
             if m is not None and m.name not in (second, name):     # the heir serves
                 self._isolate(f, second, at, tail)
                 state, polls = ("ack", name, inc, None, tail, second, at), -1
-            elif _holds_ack_past_reset(core, at):
+            elif _holds_ack_past_reset(group, at):
                 # its transfer failed and this master was elected again, positioning the hung node
                 self._release(f, node, None, cut=True)
                 return
         elif stage == "ack":
-            if _holds_ack_past_reset(core, at):
+            if _holds_ack_past_reset(group, at):
                 self._release(f, node, None, cut=True)
                 return
         w.at(w.now + FORK_POLL_US, self._watch, f, state, polls + 1)
@@ -250,7 +250,7 @@ class Hung:
         w.health.check()
 
 
-def _holds_ack_past_reset(core: Any, at: int) -> bool:
+def _holds_ack_past_reset(group: Any, at: int) -> bool:
     """The hung node holds, behind its reset still pending in the hung fsync, an ack of a batch
     past the transfer's position ``at``: the moment the hung path releases the fsync."""
-    return bool(core._resets_pending) and any(a.seq > at for a in core._held_acks.values())
+    return bool(group._resets_pending) and any(a.seq > at for a in group._held_acks.values())

@@ -35,7 +35,7 @@ class Race:
 
         disk = w.on_disk
         if race == "master" and what == "stream":
-            mc = node.core.replication.master_core
+            mc = node.core.groups[0].replication.master_core
             if mc is None or mc.local_durable is None:
                 return
             seq = disk(node.name) + 1      # its journal's fsync may be done, and not yet reported
@@ -45,12 +45,12 @@ class Race:
                 return
             after = f.params["after_us"] // 4
         elif race == "replica" and what == "persisted":
-            core = node.core
-            mine = core.replication.durable_seq
-            held = max((a.seq for a in core._held_acks.values()), default=0)
+            group = node.core.groups[0]
+            mine = group.replication.durable_seq
+            held = max((a.seq for a in group._held_acks.values()), default=0)
             m = w.master()
-            if mine is None or core.replication.master_core is not None or held <= mine or m is None \
-                    or disk(node.name) >= held or (m.core.replication.durable_seq or 0) < held \
+            if mine is None or group.replication.master_core is not None or held <= mine or m is None \
+                    or disk(node.name) >= held or (m.core.groups[0].replication.durable_seq or 0) < held \
                     or not any(disk(n) < held for n in w.names if n not in (node.name, m.name)):
                 return
             # its ack goes out at the loop's next turn, and crosses the network

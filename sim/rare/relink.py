@@ -28,7 +28,7 @@ class Relink:
         if w.healed:
             return
         m = w.master()
-        if m is not None and m.name != old and m.core.replication.serving:
+        if m is not None and m.name != old and m.core.groups[0].replication.serving:
             wait = (f, step, old, m.name)
             self.wait = wait
             w.nemesis.restore_links(links, "relink", None)
@@ -81,8 +81,8 @@ class Relink:
         if w.healed:
             return
         node = w.nodes[master]
-        mc = node.core.replication.master_core if node.alive else None
-        r = mc.replicas.get(old) if mc is not None and node.core.replication.serving else None
+        mc = node.core.groups[0].replication.master_core if node.alive else None
+        r = mc.replicas.get(old) if mc is not None and node.core.groups[0].replication.serving else None
         if r is None or polls * FORK_POLL_US > f.params["wait_s"] * 1e6:
             self._next(f, step)
             return

@@ -77,7 +77,7 @@ class Turn:
         if wait is None or w.healed or not wait[3].get(node.name):
             return
         f, step, joiner = wait[:3]
-        rc = node.core.replication
+        rc = node.core.groups[0].replication
         staged = rc.master_core.status(w.now_ms)["staged_ops"] if rc.master_core is not None else 0
         if not staged:
             return      # an operation that changed nothing: wait for one that did

@@ -140,7 +140,7 @@ class Wiped:
             return
         w.last_fault_at = w.now
         # at risk: the keepers had acked entries no other member holds (the master's alone now)
-        held = max((x.core.replication.log.last_seq for n, x in w.nodes.items()
+        held = max((x.core.groups[0].replication.log.last_seq for n, x in w.nodes.items()
                     if x.alive and n != master and n not in keepers), default=0)
         at_risk = acked > held
         w.reach.counts["wiped_isolations"] += 1

@@ -221,7 +221,7 @@ def test_producers_are_throttled_batches_included():
     c = Cores()
     c.serving("n1")
     (a,) = c.execute("n1", CreateQueue(NS, "q"))
-    c.cores["n1"].throttling = True
+    c.cores["n1"].groups[0].throttling = True
     batch = SendMessageBatch(NS.key("q"), (SendMessageBatchEntry("a", "x"),))
     for cmd in (SendMessage(NS.key("q"), "x"), batch):
         (a,) = c.execute("n1", cmd)
@@ -229,7 +229,7 @@ def test_producers_are_throttled_batches_included():
     planted = Cores(bugs=frozenset({"batches-unthrottled"}))
     planted.serving("n1")
     planted.execute("n1", CreateQueue(NS, "q"))
-    planted.cores["n1"].throttling = True
+    planted.cores["n1"].groups[0].throttling = True
     (a,) = planted.execute("n1", batch)
     assert a.error is None, "the planted bug lets batches through"
 
@@ -302,9 +302,9 @@ def test_acks_of_a_turn_are_coalesced_into_one_per_master():
     c.serving("n1")
     c.execute("n1", CreateQueue(NS, "q"))
     rep = c.cores["n2"]
-    last = c.cores["n1"].replication.log.last_seq
+    last = c.cores["n1"].groups[0].replication.log.last_seq
     # three batches reach n2 in one turn: one ack, for the last, at the end of the turn
-    frames = [Batch(1, last + i, 1, c.cores["n1"].replication.log.get(last).mutations) for i in (1, 2, 3)]
+    frames = [Batch(1, last + i, 1, c.cores["n1"].groups[0].replication.log.get(last).mutations) for i in (1, 2, 3)]
     acks: list[Any] = []
     for f in frames:
         acks += [a for a in rep.frame("n1", f, c.now) if type(a) is Send and type(a.frame) is Ack]
@@ -376,11 +376,11 @@ def test_a_node_taking_a_transfer_from_a_connected_master_must_not_stand():
     for _ in range(200):
         c.tick(0.05, leading="n1")
         seen += [a.allowed for a in c.to_raft["n3"] if type(a) is MayStand][len(seen):]
-        if c.cores["n3"].storage.digest() == c.cores["n1"].storage.digest() and seen[-1]:
+        if c.cores["n3"].groups[0].storage.digest() == c.cores["n1"].groups[0].storage.digest() and seen[-1]:
             break
     assert False in seen, "not while the transfer from a connected master runs"
     assert seen[-1] is True, "and again once it is done"
-    assert c.cores["n3"].replication.last_transfer["direction"] == "received"
+    assert c.cores["n3"].groups[0].replication.last_transfer["direction"] == "received"
 
 
 def test_the_master_lets_time_act_through_replicated_ticks():
@@ -390,8 +390,8 @@ def test_the_master_lets_time_act_through_replicated_ticks():
     c.execute("n1", SendMessage(NS.key("q"), "expires"))
     c.clock.advance(61_000)               # the storage's clock: past the retention period
     c.tick(0.1, rounds=12, leading="n1")  # the core's: past its next storage tick
-    assert c.cores["n1"].storage.message_count() == 0, "retention acted on the master"
-    assert c.cores["n2"].storage.digest() == c.cores["n1"].storage.digest(), "through the stream"
+    assert c.cores["n1"].groups[0].storage.message_count() == 0, "retention acted on the master"
+    assert c.cores["n2"].groups[0].storage.digest() == c.cores["n1"].groups[0].storage.digest(), "through the stream"
 
 
 def test_a_command_that_fails_after_changing_the_state_still_replicates_the_change():
@@ -402,7 +402,7 @@ def test_a_command_that_fails_after_changing_the_state_still_replicates_the_chan
     c = Cores()
     c.serving("n1")
     c.execute("n1", CreateQueue(NS, "q"))
-    storage = c.cores["n1"].storage
+    storage = c.cores["n1"].groups[0].storage
     send = storage._handlers[SendMessage]
 
     def broken(command, now, out):
@@ -413,7 +413,7 @@ def test_a_command_that_fails_after_changing_the_state_still_replicates_the_chan
     (a,) = c.execute("n1", SendMessage(NS.key("q"), "half-done"))
     assert a.error is not None and "after the message was added" in str(a.error)
     assert storage.message_count() == 1
-    assert {c.cores[n].storage.digest() for n in NAMES} == {storage.digest()}, "the replicas have it too"
+    assert {c.cores[n].groups[0].storage.digest() for n in NAMES} == {storage.digest()}, "the replicas have it too"
 
 
 def test_an_operation_that_changes_nothing_waits_for_what_came_before_it():
@@ -505,11 +505,11 @@ def test_a_gather_asks_the_runtime_for_a_flush_at_its_end():
     core.execute(object(), SendMessage(key, "b"), c.now)
     c.handle("n1", core.flush(c.now))      # one batch of two
     c.run()                                # acked: both answered, a gather for two begins
-    cut = core.replication.log.last_seq
+    cut = core.groups[0].replication.log.last_seq
     out = core.execute(object(), SendMessage(key, "c"), c.now)
     assert FlushDue() in out
     due = [a for a in core.flush(c.now) if type(a) is FlushDue]
     assert due == [FlushDue((int(c.now * 1000) + 2 + 0.5) / 1000)], due
-    assert core.replication.log.last_seq == cut, "held: one staged of the two it waits for"
+    assert core.groups[0].replication.log.last_seq == cut, "held: one staged of the two it waits for"
     later = c.now + 0.0025
     assert any(type(a) is Send for a in core.flush(later)), "cut at the time asked for"

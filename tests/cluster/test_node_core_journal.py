@@ -50,13 +50,13 @@ def test_a_replica_acks_a_batch_only_once_its_journal_holds_it():
     fsync_all(c)
     c.execute("n1", CreateQueue(NS, "q"))
     rep = c.cores["n2"]
-    seq = c.cores["n1"].replication.log.last_seq
-    assert rep.replication.log.last_seq == seq, "applied at once"
+    seq = c.cores["n1"].groups[0].replication.log.last_seq
+    assert rep.groups[0].replication.log.last_seq == seq, "applied at once"
     persists = [a for a in unpersisted(c, "n2") if type(a) is Persist]
     assert persists and persists[-1].entries[-1].seq == seq, "and handed to its journal"
-    assert c.cores["n1"].replication.master_core.replicas["n2"].acked < seq, "but not acked before the fsync"
+    assert c.cores["n1"].groups[0].replication.master_core.replicas["n2"].acked < seq, "but not acked before the fsync"
     fsync(c, "n2")
-    assert c.cores["n1"].replication.master_core.replicas["n2"].acked == seq
+    assert c.cores["n1"].groups[0].replication.master_core.replicas["n2"].acked == seq
 
 
 def test_majority_means_on_disk_on_a_majority_the_master_counting_only_once_durable():
@@ -135,17 +135,17 @@ def test_a_transfer_is_acked_to_its_end_only_once_the_journal_holds_the_new_stat
         fsync(c, "n1")
         fsync(c, "n2")
     n3 = c.cores["n3"]
-    assert n3.storage.digest() == c.cores["n1"].storage.digest()
-    mc = c.cores["n1"].replication
+    assert n3.groups[0].storage.digest() == c.cores["n1"].groups[0].storage.digest()
+    mc = c.cores["n1"].groups[0].replication
     assert "n3" in mc.senders, "the master still waits for the last chunk's ack"
     # the reset's records are the snapshot: restoring them gives the transferred state
     restored = Storage(c.clock)
     for blob in reset.blobs:
         restored.apply_many(decode_many(blob))
-    log = n3.replication.log
+    log = n3.groups[0].replication.log
     for seq in range(reset.seq + 1, log.last_seq + 1):     # and what the stream brought since
         restored.apply_many(decode_many(log.get(seq).mutations))
-    assert restored.digest() == n3.storage.digest()
+    assert restored.digest() == n3.groups[0].storage.digest()
     fsync(c, "n3")
     for _ in range(10):
         c.tick(0.05, leading="n1")
@@ -193,13 +193,13 @@ def test_compaction_snapshots_the_state_fuzzily_while_writes_go_on():
     snap = snaps[0]
     assert snap.at_seq <= snap.end_seq
     # recovery = the snapshot plus every entry after at_seq: the master's state exactly
-    log = c.cores["n1"].replication.log
+    log = c.cores["n1"].groups[0].replication.log
     restored = Storage(c.clock)
     for blob in snap.blobs:
         restored.apply_many(decode_many(blob))
     for seq in range(snap.at_seq + 1, log.last_seq + 1):
         restored.apply_many(decode_many(log.get(seq).mutations))
-    assert restored.digest() == c.cores["n1"].storage.digest()
+    assert restored.digest() == c.cores["n1"].groups[0].storage.digest()
 
 
 def test_compaction_reads_nothing_the_log_lacks_even_while_the_batching_hold_keeps_operations():
@@ -217,11 +217,11 @@ def test_compaction_reads_nothing_the_log_lacks_even_while_the_batching_hold_kee
     master = c.cores["n1"]
     c.execute("n1", SendMessage(NS.key("q"), "in flight"))   # its replicas ack once their journals hold it
     c.execute("n1", SendMessage(NS.key("q"), "held"))        # so this one waits behind it
-    held = master.replication.master_core.status(int(c.now * 1000))["staged_ops"]
+    held = master.groups[0].replication.master_core.status(int(c.now * 1000))["staged_ops"]
     assert held == 1, "the batching hold keeps the second send out of the log"
     c.tick(0.001, rounds=2)          # within the hold: compaction begins, then reads a step
     (snap,) = [a for a in c.out["n1"] if type(a) is Snapshot]
-    log = master.replication.log
+    log = master.groups[0].replication.log
     assert snap.end_seq == log.last_seq
     restored = Storage(c.clock)
     for blob in snap.blobs:
@@ -232,7 +232,7 @@ def test_compaction_reads_nothing_the_log_lacks_even_while_the_batching_hold_kee
         if e.seq > snap.at_seq:
             restored.apply_many(decode_many(e.mutations))
     assert log.get(1) is not None and restored.digest() == replayed.digest()
-    assert restored.digest() == master.storage.digest()
+    assert restored.digest() == master.groups[0].storage.digest()
 
 
 def test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_the_next_report():
@@ -242,14 +242,14 @@ def test_a_replica_whose_journal_reports_part_of_what_it_holds_acks_the_rest_at_
     c.serving("n1")
     fsync_all(c)
     c.execute("n1", CreateQueue(NS, "q"))
-    first = c.cores["n1"].replication.log.last_seq
+    first = c.cores["n1"].groups[0].replication.log.last_seq
     c.execute("n1", SendMessage(NS.key("q"), "m"))
-    second = c.cores["n1"].replication.log.last_seq
+    second = c.cores["n1"].groups[0].replication.log.last_seq
     assert second > first
     p1, p2 = [a for a in unpersisted(c, "n2") if type(a) is Persist][-2:]
     assert p1.entries[-1].seq == first and p2.entries[-1].seq == second, "two writes, the second behind the first"
     c.out["n2"] = [a for a in c.out["n2"] if a not in (p1, p2)]
-    acked = lambda: c.cores["n1"].replication.master_core.replicas["n2"].acked
+    acked = lambda: c.cores["n1"].groups[0].replication.master_core.replicas["n2"].acked
     c.handle("n2", c.cores["n2"].persisted(p1.token, c.now))
     c.run()
     assert acked() == first, "the part on disk is acked at once"
@@ -301,7 +301,7 @@ def test_a_journal_report_in_the_turn_of_a_newer_ack_still_acks_what_it_made_dur
     p1 = [a for a in unpersisted(c, "n2") if type(a) is Persist and a.entries[-1].seq == first.seq][-1]
     assert _acks_sent(n2.persisted(p1.token, c.now), "n1") == []
     assert _acks_sent(n2.flush(c.now), "n1") == [first.seq], "the durable part goes in this turn"
-    assert n2.held_ack("n1").seq == second.seq, "the rest stays held for the journal"
+    assert n2.groups[0].held_ack("n1").seq == second.seq, "the rest stays held for the journal"
 
 
 def test_two_journal_reports_in_one_turn_ack_up_to_the_later():
@@ -311,11 +311,11 @@ def test_two_journal_reports_in_one_turn_ack_up_to_the_later():
     for body in ("a", "b"):
         c.handle("n2", n2.frame("n1", _send_held_back(c, body), c.now))
     p1, p2 = [a for a in unpersisted(c, "n2") if type(a) is Persist][-2:]
-    assert n2.held_ack("n1").seq == p2.entries[-1].seq
+    assert n2.groups[0].held_ack("n1").seq == p2.entries[-1].seq
     turn = n2.persisted(p1.token, c.now) + n2.persisted(p2.token, c.now)
     assert any(type(a) is FlushDue for a in turn)
     assert _acks_sent(n2.flush(c.now), "n1") == [p2.entries[-1].seq]
-    assert n2.held_ack("n1") is None
+    assert n2.groups[0].held_ack("n1") is None
 
 
 def test_a_newer_batch_in_the_turn_of_a_journal_report_does_not_displace_what_the_report_made_durable():
@@ -330,7 +330,7 @@ def test_a_newer_batch_in_the_turn_of_a_journal_report_does_not_displace_what_th
     second = _send_held_back(c, "b")
     assert _acks_sent(n2.frame("n1", second, c.now), "n1") == []
     assert _acks_sent(n2.flush(c.now), "n1") == [first.seq], "the durable part goes in this turn"
-    assert n2.held_ack("n1").seq == second.seq
+    assert n2.groups[0].held_ack("n1").seq == second.seq
 
 
 def test_who_restarts_amnesiac():
@@ -357,10 +357,10 @@ def test_a_member_whose_truncated_journal_is_whole_again_has_the_marker_removed_
         c.tick(0.05, leading="n1")
         fsync(c, "n1")
         fsync(c, "n3")
-        if not n2.replication.amnesiac:
+        if not n2.groups[0].replication.amnesiac:
             break
-    assert not n2.replication.amnesiac, "a serving master brought it up to date"
-    assert n2.storage.digest() == c.cores["n1"].storage.digest()
+    assert not n2.groups[0].replication.amnesiac, "a serving master brought it up to date"
+    assert n2.groups[0].storage.digest() == c.cores["n1"].groups[0].storage.digest()
     assert not [a for a in c.out["n2"] if type(a) is ForgetDropped], "not before its journal holds that"
     fsync(c, "n2")
     assert [a for a in c.out["n2"] if type(a) is ForgetDropped] == [ForgetDropped()]
@@ -380,5 +380,5 @@ def test_amnesia_without_the_marker_clears_without_forgetting_anything():
     for _ in range(40):
         c.tick(0.05, leading="n1")
         fsync_all(c)
-    assert not c.cores["n2"].replication.amnesiac
+    assert not c.cores["n2"].groups[0].replication.amnesiac
     assert not [a for a in c.out["n2"] if type(a) is ForgetDropped]

@@ -54,10 +54,11 @@ async def test_majority_completes_in_few_batches_and_replicas_converge():
         await serving(c, "n1")
         assert type(c["n1"].route()) is Local
         await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
-        first = c["n1"].core.replication.log.last_seq
+        first = c["n1"].core.groups[0].replication.log.last_seq
         futs = [execute(c["n1"], SendMessage(NS.key("q"), f"body-{i}")) for i in range(200)]
         await asyncio.wait_for(asyncio.gather(*futs), 5)
-        assert c["n1"].core.replication.log.last_seq - first < 10, "group commit: a loop turn's sends share a batch"
+        assert c["n1"].core.groups[0].replication.log.last_seq - first < 10, \
+            "group commit: a loop turn's sends share a batch"
         await converged(c, "n1", "n2", "n3")
         def reports_all_well() -> bool:
             st = c["n1"].status()
@@ -65,7 +66,7 @@ async def test_majority_completes_in_few_batches_and_replicas_converge():
                     and all(st.replication.replicas[r].connected for r in ("n2", "n3")))
         # a moment of it (a loaded machine can lapse a lease or a link for a heartbeat or two)
         await eventually(reports_all_well, what="the master's status says all is well")
-        await eventually(lambda: all(r.acked_seq == c["n1"].core.replication.log.last_seq
+        await eventually(lambda: all(r.acked_seq == c["n1"].core.groups[0].replication.log.last_seq
                                      for r in c["n1"].status().replication.replicas.values()), what="all acked")
         # a replica routes clients to its connected master and refuses to execute itself
         assert c["n2"].route() == ForwardTo("n1")
@@ -163,9 +164,9 @@ async def test_a_new_master_serves_only_after_syncing_and_old_waiters_fail():
         except MasterChanged:
             pass
         await eventually(lambda: c["n2"].serving, 3, "serving after the sync with n1 (a majority of 3)")
-        assert c["n1"].core.replication.role == "replica"
+        assert c["n1"].core.groups[0].replication.role == "replica"
         # the old master logged its staged tail before stepping down; the sync pulled it over
-        assert c["n2"].core.replication.log.last_seq == c["n1"].core.replication.log.last_seq
+        assert c["n2"].core.groups[0].replication.log.last_seq == c["n1"].core.groups[0].replication.log.last_seq
         await asyncio.wait_for(execute(c["n2"], CreateQueue(NS, "r")), 5)
         await converged(c, "n2", "n1")
         assert c["n1"].route() == ForwardTo("n2")
@@ -201,7 +202,7 @@ async def test_a_batch_is_throttled_like_a_send():
         await serving(c, "n1")
         await asyncio.wait_for(execute(c["n1"], CreateQueue(NS, "q")), 5)
         core = c["n1"].core
-        core.throttling = True      # what the master core's flow control says while a replica lags
+        core.groups[0].throttling = True      # what the master core's flow control says while a replica lags
         from cluster.errors import Throttled
         for cmd in (SendMessage(NS.key("q"), "x"), SendMessageBatch(NS.key("q"), (Entry("a", "y"),))):
             try:

@@ -50,7 +50,7 @@ def test_state_that_diverged_at_a_quiescent_point_fails_the_run(monkeypatch):
         m = w.master()
         if not done and w.now > 8_000_000 and m is not None:
             other = next(n for n in w.names if n != m.name)
-            w.nodes[other].core.storage.execute(CreateQueue(Namespace(), "rogue", {}))
+            w.nodes[other].core.groups[0].storage.execute(CreateQueue(Namespace(), "rogue", {}))
             done.append(other)
         probe(self)
 

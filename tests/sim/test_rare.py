@@ -195,9 +195,9 @@ def test_an_fsync_hung_across_two_master_changes_acks_nothing_the_journal_lacks(
 def test_a_write_of_the_replaced_history_counted_durable_is_found_by_the_hung_path(monkeypatch):
     # sim/mutants.py durable-after-reset: the hung fsync's report (a seq of the history the
     # transfer replaced) counts as durable in the new one, and releases the held ack
-    import cluster.node_core as node_core
+    import cluster.group_core as group_core
 
-    _mutate(monkeypatch, "durable-after-reset", node_core, node_core.NodeCore, "persisted")
+    _mutate(monkeypatch, "durable-after-reset", group_core, group_core.GroupCore, "persisted")
     r = _hung(1)
     assert any(f.startswith("durability: ") for f in r.failures), r.failures
 

@@ -6,7 +6,7 @@ import inspect
 import textwrap
 from types import SimpleNamespace
 
-from cluster import node_core as node_core_mod
+from cluster import group_core as group_core_mod
 from cluster.replication import core as core_mod
 from cluster.replication.messages import Ack, Batch, SnapshotAck, SnapshotChunk, SyncRequest
 from sim import generate, simulate
@@ -51,7 +51,7 @@ def test_a_journal_report_must_be_acked_by_the_next_turns_end():
     check.frame(1.0, "n2", _in_view(3), Ack(3, 12))
     check.flushed(1.0, n2)
     assert check.failures == [] and check.reports_checked == 1
-    n2.core.replication.durable_seq = 14
+    n2.core.groups[0].replication.durable_seq = 14
     check.journal_report(n2, Ack(3, 15), 12)
     check.flushed(2.0, n2)                           # held on for the next fsync
     assert check.failures == ["waste: n2's journal holds n1's log up to seq 14 of epoch 3, and the turn that "
@@ -66,7 +66,7 @@ def test_a_report_owes_nothing_when_nothing_held_became_durable_or_the_view_move
     check.journal_report(n2, Ack(2, 15), 10)         # held for an ended view's master
     check.flushed(1.0, n2)
     check.journal_report(n2, Ack(3, 15), 10)
-    n2.core.replication.epoch = 4                    # the view changed before the turn ended
+    n2.core.groups[0].replication.epoch = 4                    # the view changed before the turn ended
     check.flushed(2.0, n2)
     assert check.failures == [] and check.reports_checked == 0
 
@@ -87,8 +87,8 @@ def test_the_simulator_finds_an_ack_held_for_the_next_fsync_and_passes_the_same_
     """held-ack-unclamped (sim/mutants.py): a replica holds back all of an ack until all of it
     is durable. Nothing is lost, every operation completes an fsync later: without the
     wasted-work rule no seed within 300 finds it; with it, seed 0 does."""
-    failures = _failures_with(monkeypatch, generate(0, **SETTINGS), "held-ack-unclamped", node_core_mod,
-                              node_core_mod.NodeCore, "persisted")
+    failures = _failures_with(monkeypatch, generate(0, **SETTINGS), "held-ack-unclamped", group_core_mod,
+                              group_core_mod.GroupCore, "persisted")
     assert any(f.startswith("waste: ") and "(held for the next fsync)" in f for f in failures), failures
 
 
@@ -107,6 +107,6 @@ def test_the_simulator_finds_a_newer_batch_displacing_a_journal_reports_part_at_
     sends nothing, and the part waits for the next fsync. 60-second seeds 129, 227 and 275 reach
     the race; of the mutant search's 30-second seeds, the first is FOUND_AT's."""
     sc = generate(275, nodes=None, policy=None, crash_policy="any", duration=60.0)
-    failures = _failures_with(monkeypatch, sc, "durable-part-displaced", node_core_mod, node_core_mod.NodeCore,
-                              "_replication")
+    failures = _failures_with(monkeypatch, sc, "durable-part-displaced", group_core_mod,
+                              group_core_mod.GroupCore, "_replication")
     assert any(f.startswith("waste: ") and "(held for the next fsync)" in f for f in failures), failures
