@@ -1,4 +1,4 @@
-"""Per-queue ack policies, as the node core (cluster/node_core.py) reads them: a queue tagged
+"""Per-queue ack policies, as the group core (cluster/group_core.py) reads them: a queue tagged
 ``elasticmq-py:ack-policy`` is replicated under that policy, every other queue under the
 cluster's. A command that changes tags (or creates or deletes a queue) empties the table; each
 queue's next command reads its tags again.

@@ -13,7 +13,7 @@ the cluster does work for nothing or waits for nothing:
   sent again is acked again so (5 of seeds 0-299 of the mutant search, 24 and 211 among
   them); a master that has moved on refuses them, which their sender cannot know.
 * **An ack held longer than its journal needs.** A replica holds back an ack until its journal
-  holds what it acks (``NodeCore.flush``). When the journal reports, the part it now holds goes
+  holds what it acks (``GroupCore.flush``). When the journal reports, the part it now holds goes
   to the master in that turn. Holding it for the next report instead adds a whole fsync to every
   operation that waits for this replica (`majority`, `all`).
 """
@@ -55,7 +55,7 @@ class WasteCheck:
                        f"epoch {view_epoch} (its master refuses it) at {now_s:.6f} s")
 
     def journal_report(self, node: Any, held: Ack | None, durable_before: int | None) -> None:
-        """``node``'s journal reported (``NodeCore.persisted``); ``held`` was the ack it held back
+        """``node``'s journal reported (``GroupCore.persisted``); ``held`` was the ack it held back
         for its master before the report, ``durable_before`` its durable seq then."""
         rep = node.core.groups[0].replication
         durable = rep.durable_seq
