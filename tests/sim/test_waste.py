@@ -19,12 +19,12 @@ def _chunk(epoch: int) -> SnapshotChunk:
 
 
 def _in_view(epoch: int | None) -> SimpleNamespace:
-    return SimpleNamespace(core=SimpleNamespace(replication=SimpleNamespace(epoch=epoch)))
+    return SimpleNamespace(core=SimpleNamespace(groups=[SimpleNamespace(replication=SimpleNamespace(epoch=epoch))]))
 
 
 def _replica(name: str, master: str, epoch: int, durable: int | None) -> SimpleNamespace:
     rep = SimpleNamespace(role="replica", master=master, epoch=epoch, durable_seq=durable)
-    return SimpleNamespace(name=name, core=SimpleNamespace(replication=rep))
+    return SimpleNamespace(name=name, core=SimpleNamespace(groups=[SimpleNamespace(replication=rep)]))
 
 
 def test_a_frame_of_an_older_epoch_than_the_senders_view_fails_but_a_late_held_ack_passes():
@@ -66,7 +66,7 @@ def test_a_report_owes_nothing_when_nothing_held_became_durable_or_the_view_move
     check.journal_report(n2, Ack(2, 15), 10)         # held for an ended view's master
     check.flushed(1.0, n2)
     check.journal_report(n2, Ack(3, 15), 10)
-    n2.core.groups[0].replication.epoch = 4                    # the view changed before the turn ended
+    n2.core.groups[0].replication.epoch = 4          # the view changed before the turn ended
     check.flushed(2.0, n2)
     assert check.failures == [] and check.reports_checked == 0
 
