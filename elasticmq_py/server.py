@@ -92,6 +92,17 @@ class Server:
             fallback_host=cfg.public_host or f"{cfg.host}:{cfg.port}", scheme=cfg.scheme,
             credentials=cfg.auth.credentials if cfg.auth.enabled else None),
             admin=admin, console=console)
+        try:
+            await self._start_serving(backend, queues, tls_context)
+        except BaseException:
+            console.close()   # a single node's history file, opened above
+            raise
+        return self
+
+    async def _start_serving(self, backend: Any, queues: list, tls_context: Any) -> None:
+        """The backend started with the endpoint answering what other members forward, a single
+        node's configured queues, then the HTTP listener; the backend stopped if a later step fails."""
+        cfg = self.config
         await backend.start(serve_forwarded=self.endpoint.handle_forwarded)
         if not isinstance(backend, ClusterBackend):
             try:
@@ -108,7 +119,6 @@ class Server:
                 raise
             self._port = self._server.port
             log.info("elasticmq-py listening on %s", self.endpoint_url)
-        return self
 
     def _history(self) -> HistoryWriter | None:
         """A single node's history log ([admin] history), where console actions are audited."""

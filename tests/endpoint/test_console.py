@@ -9,6 +9,7 @@ import argparse
 import http.client
 import urllib.error
 import json
+import os
 import re
 import ssl
 
@@ -375,3 +376,14 @@ def test_on_a_cluster_member_admin_secret_replaces_the_cluster_secret_for_consol
     audit = [(e["action"], e["outcome"]) for e in read_history(str(tmp_path / f"{me.name}.history.jsonl"))
              if e["event"] == "console"]
     assert audit == [("login", "refused"), ("login", "ok"), ("SendMessage", "failed")], "in the [cluster] history"
+
+
+def test_a_node_that_fails_to_start_closes_its_history_file(tmp_path):
+    history = tmp_path / "node.history.jsonl"
+    with Server(port=0) as taken:
+        node = Server(port=taken.port, config=Config(admin_secret=SECRET, history=str(history)))
+        with pytest.raises(OSError):
+            node.start()
+    assert history.exists(), "the file was opened before the port was found taken"
+    open_files = {os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")}
+    assert str(history.resolve()) not in open_files, "and closed again"
