@@ -133,7 +133,7 @@ class Endpoint:
         """A response for a request the glue refused before reading it (too large, bad HTTP),
         in the protocol the client appears to speak."""
         proto = JSON if "x-amz-target" in headers else QUERY
-        return _Call(self, proto, _request_id(), _perf_counter()).error(err)
+        return _Call(self, proto, request_id(), _perf_counter()).error(err)
 
     # -- admin ------------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class Endpoint:
 
     def _sqs(self, req: HttpRequest, reply: Reply, refused: str | None = None) -> None:
         target = req.headers.get("x-amz-target")
-        request_id = _ID_PREFIX + (next(_ID_COUNTER) & _ID_MASK).to_bytes(6, "big").hex()  # = _request_id()
+        request_id = _ID_PREFIX + (next(_ID_COUNTER) & _ID_MASK).to_bytes(6, "big").hex()  # = request_id()
         started = _perf_counter()
         call = None
         action = "unknown"   # until parsed, so that metrics never take a client's string
@@ -352,7 +352,7 @@ _ID_COUNTER = itertools.count()
 _ID_MASK = 0xFFFFFFFFFFFF   # 12 hex digits
 
 
-def _request_id() -> str:
+def request_id() -> str:
     # UUID-shaped and unique per process start; a counter costs a tenth of uuid4()
     # (the counter's 12 hex digits as its 6 bytes in hex: cheaper than a "012x" format spec)
     return _ID_PREFIX + (next(_ID_COUNTER) & _ID_MASK).to_bytes(6, "big").hex()

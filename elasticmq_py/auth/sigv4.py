@@ -114,9 +114,7 @@ class _Scope:
 class _Client:
     """A credential scope and a SignedHeaders list, ready to check requests signed with them."""
     scope: _Scope
-    names: tuple[str, ...]
-    template: str        # "name:%s\n" per name
-    values: Any          # a dict -> the names' values, as a tuple
+    headers: "_SignedHeaders"
     signed: str          # "\n" SignedHeaders "\n", as the canonical request has it
 
 
@@ -199,22 +197,19 @@ class Verifier:
         # The signed headers' lines in a few calls into C. SigV4 trims each value and collapses
         # its runs of whitespace; the values SDKs send need neither, which one look at the block
         # tells (the HTTP parser refuses control characters other than tab in a value).
+        fmt = client.headers
         try:
-            lines = client.template % client.values(headers)
+            lines = fmt.template % fmt.values(headers)
         except KeyError:   # a signed header that is missing: signed as empty
             lines = None
         if lines is None or not lines.isascii() or "\t" in lines or "  " in lines or ": " in lines \
                 or " \n" in lines:
-            lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}\n" for n in client.names])
+            lines = "".join([f"{n}:{_SPACE.join(headers.get(n, _NONE).split())}\n" for n in fmt.names])
         canonical = (f"{method}\n{_PATHS.get(path) or _canonical_path(path)}\n"
                      f"{_canonical_query(query, None) if query else ''}\n{lines}{client.signed}"
                      f"{headers.get('x-amz-content-sha256') or (_sha256(body).hexdigest() if body else _EMPTY_SHA256)}")
         to_sign = f"{ALGORITHM}\n{amz_date}\n{scope.scope}\n{_sha256(canonical.encode()).hexdigest()}"
-        i = scope.inner.copy()
-        i.update(to_sign.encode())
-        o = scope.outer.copy()
-        o.update(i.digest())
-        if signature.isascii() and _compare(o.hexdigest(), signature):   # (it takes ASCII only)
+        if signature.isascii() and _compare(scope.sign(to_sign.encode()), signature):   # (it takes ASCII only)
             return scope.identity
         return _mismatch(canonical, to_sign)
 
@@ -230,7 +225,7 @@ class Verifier:
         if type(scope) is not _Scope:
             return scope
         fmt = _SIGNED.get(signed) or _signed_format(signed)
-        client = _Client(scope, fmt.names, fmt.template, fmt.values, f"\n{signed}\n")
+        client = _Client(scope, fmt, f"\n{signed}\n")
         if prefix is not None:
             if len(self._clients) >= 4096:   # clients choose these: bounded
                 self._clients.clear()

@@ -20,7 +20,6 @@ only the cluster secret opens, as it trusts forwarded client requests.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any, Callable
 
 from storage.commands import Namespace, QueueKey
@@ -131,4 +130,7 @@ def error(err: BaseException) -> HttpResponse:
 
 
 def _request_id() -> str:
-    return str(uuid.uuid4())
+    # the endpoint's, so that console answers carry ids of the same shape; imported here because
+    # the endpoint imports this module
+    from elasticmq_py.endpoint import request_id
+    return request_id()
