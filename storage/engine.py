@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 
 from storage.access import authorize
 from storage.appliers import Appliers
+from storage.catalogue import Catalogue
 from storage.clock import Clock
 from storage.commands import (
     AddPermission, CancelMessageMoveTask, ChangeMessageVisibility, ChangeMessageVisibilityBatch,
@@ -61,6 +62,8 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
         self.clock = clock
         self.ids = ids or IdSource()
         self.limits = limits
+        # Queues of the other replication groups, for the commands that look across queues.
+        self.catalogue: Catalogue | None = None
         self._queues: dict[int, Queue] = {}
         # Keyed by the key's strings (see key_names), straight to the queue: every queue action
         # starts with this lookup.
