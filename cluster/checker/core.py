@@ -503,52 +503,55 @@ class _QueueCheck:
 
 # --- masters and digests ------------------------------------------------------------------
 
-_CLOSERS = {"deactivated", "stopped"}
-
-
 def active_intervals(history: History, end: float | None = None) -> list[ActiveInterval]:
-    """(node, from, to) for every period a node was the active master: from `activated` to the
-    node's next `deactivated` / `stopped`, or its next `started` (it was killed: the interval
-    ends at the last kill recorded by the nemesis before that, else at the `started`), or a
-    nemesis `kill` of it, or the end of the history (open)."""
+    """(node, from, to, group) for every period a node was the active master of a replication
+    group: from `activated` to the node's next `deactivated` / `stopped` of that group, or its
+    next `started` (it was killed: the interval ends at the last kill recorded by the nemesis
+    before that, else at the `started`), or a nemesis `kill` of it, or the end of the history
+    (open). A line without a `group` is of group 0, the only group of a one-group cluster; a
+    `stopped`, `started` or kill ends the node's intervals of every group."""
     end = history.end if end is None else end
-    per_node: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    per_node: dict[str, list[tuple[float, int, str, int | None]]] = defaultdict(list)
     for e in history.node_events:
-        if e.event in ("activated", "started") or e.event in _CLOSERS:
-            per_node[e.node].append((e.ts, 1, e.event))
+        ev = e.event
+        if ev == "activated" or ev == "deactivated":
+            per_node[e.node].append((e.ts, 1, ev, int(e.fields.get("group", 0))))
+        elif ev == "started" or ev == "stopped":
+            per_node[e.node].append((e.ts, 1, ev, None))
     for n in history.nemesis:
         if n.action == "kill":
-            per_node[n.node].append((n.ts, 0, "kill"))
+            per_node[n.node].append((n.ts, 0, "kill", None))
     out: list[ActiveInterval] = []
     for node in sorted(per_node):
-        start: float | None = None
-        for ts, _, ev in sorted(per_node[node]):
+        start: dict[int, float] = {}
+        for ts, _, ev, group in sorted(per_node[node], key=lambda x: x[:3]):
             if ev == "activated":
-                if start is None:
-                    start = ts
-            elif start is not None:
-                out.append(ActiveInterval(node, start, ts, False, ev))
-                start = None
-        if start is not None:
-            out.append(ActiveInterval(node, start, max(end, start), True, "end"))
-    out.sort(key=lambda i: (i.start, i.node))
+                start.setdefault(group, ts)   # type: ignore[arg-type]
+                continue
+            for g in ([group] if group is not None else sorted(start)):
+                if g in start:
+                    out.append(ActiveInterval(node, start.pop(g), ts, False, ev, g))
+        for g in sorted(start):
+            out.append(ActiveInterval(node, start[g], max(end, start[g]), True, "end", g))
+    out.sort(key=lambda i: (i.start, i.node, i.group))
     return out
 
 
 def master_overlaps(intervals: Iterable[ActiveInterval], tolerance: float = 0.0) -> list[MasterOverlap]:
-    """Pairs of intervals of different nodes that overlap by more than `tolerance`. Back-to-back
-    intervals (one ends exactly when the next starts) do not overlap."""
+    """Pairs of intervals of different nodes, for one replication group, that overlap by more
+    than `tolerance`. Back-to-back intervals (one ends exactly when the next starts) do not
+    overlap; two nodes mastering different groups at once is what groups are for."""
     iv = sorted(intervals, key=lambda i: (i.start, i.node))
     out = []
     for i, a in enumerate(iv):
         for b in iv[i + 1:]:
             if b.start >= a.end:
                 break
-            if a.node == b.node:
+            if a.node == b.node or a.group != b.group:
                 continue
             s, e = max(a.start, b.start), min(a.end, b.end)
             if e - s > tolerance:
-                out.append(MasterOverlap(a.node, b.node, s, e, (a.start, a.end), (b.start, b.end)))
+                out.append(MasterOverlap(a.node, b.node, s, e, (a.start, a.end), (b.start, b.end), a.group))
     return out
 
 
@@ -556,7 +559,10 @@ def digest_divergence(history: History, intervals: list[ActiveInterval]
                       ) -> tuple[str | None, dict[str, str], list[Divergence]]:
     """Each node's last digest against the master's. The master is the node still active at the
     end; else the master most digest records name; else the last node activated. Without a
-    digest from the master, the reference is the most common digest."""
+    digest from the master, the reference is the most common digest. With several replication
+    groups a node's digest covers all of them (every member holds every group), and the master
+    meant is group 0's."""
+    intervals = [i for i in intervals if i.group == 0]
     last: dict[str, tuple[float, str, str | None]] = {}
     for d in history.digests:
         last[d.node] = (d.ts, d.digest, d.master)

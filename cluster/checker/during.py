@@ -14,13 +14,21 @@ not judged by these rules).
   healthy set is a majority and holds the master if there is one: a master that is itself the
   slow one keeps office through Raft, and the stream's stalls are then flow control's and the
   operator's business). Once a judged stretch has lasted ``AVAILABILITY_BOUND``, a send invoked
-  in it that sees no send anywhere answered within the bound is an ``unavailable`` failure.
+  in it that sees no send anywhere (to a queue of its group) answered within the bound is an
+  ``unavailable`` failure.
   An answer is a success, or a refusal with an SQS error that is not a 503 or throttling: a
   queue that a power cut under ``fsync = never`` lost answers ``NonExistentQueue``, and the
   cluster that says so is available (the loss is the durability rules' business).
   Sends to a queue whose policy is ``all`` are judged only while every member is healthy: such a
   queue rightly waits for a slow replica. Time in which any node throttles producers is not
   judged (flow control refuses on purpose: node_rules.py judges that it does so rightly).
+* **Replication groups.** With several groups each group has its own master. A quiescent line
+  then carries ``{"groups": [{"group": g, "master": m, "digests": {...}}, ...]}``, one record per
+  group, each judged as above. A health line names in ``groups`` the groups whose master the
+  healthy set holds (or that have none), and a send is judged only while its queue's group is
+  named there: a failed member pauses only the groups it mastered. A queue's group comes from
+  the `placed` node lines (``{"queue": name, "group": g}``; none: group 0), and a throttle
+  excuses only sends to its own group's queues.
 
 The bound: 2 s (a client's timeout: an attempt to a node that went away counts as unknown only
 then, and the client moves on) + ``leader_fallback`` 1.0 s (the old master's Raft-level step-down)
@@ -50,6 +58,7 @@ class QuiescentDivergence:
     digest: str
     master: str
     master_digest: str
+    group: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +72,7 @@ class Unavailable:
     healthy: tuple[str, ...]
     healthy_since: float
     everyone: bool               # every member was healthy (then `all` queues are judged too)
+    group: int = 0               # the queue's replication group
 
 
 # Refusals that say the cluster is not serving (the client retries them); any other error is an
@@ -79,36 +89,54 @@ def _detail(detail: str | None) -> dict[str, Any]:
 
 
 def quiescent_divergence(history: History) -> tuple[int, list[QuiescentDivergence]]:
-    """(points judged, members that differed from the master at one of them)."""
+    """(points judged, members that differed from their group's master at one of them)."""
     points = 0
     out: list[QuiescentDivergence] = []
     for r in history.nemesis:
         if r.action != QUIESCENT:
             continue
         d = _detail(r.detail)
-        master, digests = d.get("master"), d.get("digests") or {}
-        if master not in digests:
-            continue
-        points += 1
-        ref = digests[master]
-        out += [QuiescentDivergence(r.ts, n, dg, master, ref) for n, dg in sorted(digests.items()) if dg != ref]
+        judged = False
+        for rec in d["groups"] if isinstance(d.get("groups"), list) else [d]:
+            if not isinstance(rec, dict):
+                continue
+            master, digests, group = rec.get("master"), rec.get("digests") or {}, int(rec.get("group", 0))
+            if master not in digests:
+                continue
+            judged = True
+            ref = digests[master]
+            out += [QuiescentDivergence(r.ts, n, dg, master, ref, group)
+                    for n, dg in sorted(digests.items()) if dg != ref]
+        points += judged
     return points, out
 
 
-def _throttling(history: History, end: float) -> list[tuple[float, float]]:
-    """Intervals in which some node throttled producers."""
-    since: dict[str, float] = {}
-    out: list[tuple[float, float]] = []
+def queue_groups(history: History) -> dict[str, int]:
+    """Each queue's replication group, from the `placed` node lines (a queue is placed once, for
+    its life)."""
+    out: dict[str, int] = {}
+    for e in history.node_events:
+        if e.event == "placed":
+            out.setdefault(str(e.fields.get("queue")), int(e.fields.get("group", 0)))
+    return out
+
+
+def _throttling(history: History, end: float) -> list[tuple[float, float, int]]:
+    """Intervals in which some node throttled the producers of a group."""
+    since: dict[tuple[str, int], float] = {}
+    out: list[tuple[float, float, int]] = []
     for e in history.node_events:
         if e.event == "throttle":
+            key = (e.node, int(e.fields.get("group", 0)))
             on = bool(e.fields.get("on"))
-            if on and e.node not in since:
-                since[e.node] = e.ts
-            elif not on and e.node in since:
-                out.append((since.pop(e.node), e.ts))
-        elif e.event in ("started", "stopped") and e.node in since:
-            out.append((since.pop(e.node), e.ts))
-    out += [(t, end) for t in since.values()]
+            if on and key not in since:
+                since[key] = e.ts
+            elif not on and key in since:
+                out.append((since.pop(key), e.ts, key[1]))
+        elif e.event in ("started", "stopped"):
+            for key in [k for k in since if k[0] == e.node]:
+                out.append((since.pop(key), e.ts, key[1]))
+    out += [(t, end, key[1]) for key, t in since.items()]
     return sorted(out)
 
 
@@ -123,10 +151,17 @@ def unavailability(history: History, queue_policies: dict[str, str] | None = Non
         return 0.0, []
     end = history.end
     qp = dict(queue_policies or {})
+    qg = queue_groups(history)
     sends = [op for op in history.ops if op.op == SEND]      # ordered by invocation
     send_ts = [op.ts for op in sends]
-    oks = sorted(op.completed for op in sends if op.completed is not None and (
-        op.outcome == OK or (op.outcome == FAILED and op.error and not op.error.startswith(NOT_AN_ANSWER))))
+    # answers per group: one group's answers say nothing of another's master
+    oks: dict[int, list[float]] = {}
+    for op in sends:
+        if op.completed is not None and (
+                op.outcome == OK or (op.outcome == FAILED and op.error and not op.error.startswith(NOT_AN_ANSWER))):
+            oks.setdefault(qg.get(op.queue, 0), []).append(op.completed)
+    for v in oks.values():
+        v.sort()
     throttled = _throttling(history, end)
     judged_s = 0.0
     out: list[Unavailable] = []
@@ -141,19 +176,25 @@ def unavailability(history: History, queue_policies: dict[str, str] | None = Non
         judged_s += stop - start
         healthy = tuple(d.get("healthy") or ())
         everyone = bool(d.get("everyone"))
+        groups = d.get("groups")
+        judged_groups = None if not isinstance(groups, list) else {int(g) for g in groups}
         after: dict[str, float] = {}
         for j in range(bisect.bisect_left(send_ts, start), bisect.bisect_right(send_ts, stop - bound)):
             op = sends[j]
             t = op.ts
             if t < after.get(op.queue, -1.0):
                 continue
+            group = qg.get(op.queue, 0)
+            if judged_groups is not None and group not in judged_groups:
+                continue
             if not everyone and policy is not None and qp.get(op.queue, policy) == "all":
                 continue
-            k = bisect.bisect_left(oks, t)
-            if k < len(oks) and oks[k] <= t + bound:
+            answered = oks.get(group, ())
+            k = bisect.bisect_left(answered, t)
+            if k < len(answered) and answered[k] <= t + bound:
                 continue
-            if any(a < t + bound and t < b for a, b in throttled):
+            if any(a < t + bound and t < b and g == group for a, b, g in throttled):
                 continue
-            out.append(Unavailable(t, t + bound, op.op_id, op.queue, healthy, r.ts, everyone))
+            out.append(Unavailable(t, t + bound, op.op_id, op.queue, healthy, r.ts, everyone, group))
             after[op.queue] = t + bound
     return judged_s, out

@@ -8,6 +8,10 @@
 * **Flow control.** While a node throttles producers (`throttle` on to off), it executes no
   SendMessage or SendMessageBatch.
 
+With several replication groups both rules hold per group: an `op`, `throttle` or activity line
+names its group (none named: group 0), and an operation of group g must fall inside the node's
+active interval for g, and is judged against g's throttle only.
+
 Both hold under every ack policy: gating and throttling come before the policy is even looked at.
 """
 
@@ -34,6 +38,7 @@ class GatingViolation:
     at: float
     action: str
     outcome: str
+    group: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,43 +47,48 @@ class ThrottleViolation:
     at: float
     action: str
     throttling_since: float
+    group: int = 0
 
 
 def gating_violations(history: History, intervals: list[ActiveInterval],
                       tolerance: float = 0.0) -> list[GatingViolation]:
     tolerance = max(tolerance, CLOCK_SLACK_S)
-    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    spans: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for i in intervals:
-        spans[i.node].append((i.start, float("inf") if i.open else i.end))
+        spans[(i.node, i.group)].append((i.start, float("inf") if i.open else i.end))
     starts = {n: [s for s, _ in sorted(v)] for n, v in spans.items()}
     ordered = {n: sorted(v) for n, v in spans.items()}
     out = []
     for e in history.node_events:
         if e.event != "op" or e.fields.get("outcome") not in EXECUTED:
             continue
-        iv = ordered.get(e.node, [])
-        k = bisect.bisect_right(starts.get(e.node, []), e.ts + tolerance) - 1
+        key = (e.node, int(e.fields.get("group", 0)))
+        iv = ordered.get(key, [])
+        k = bisect.bisect_right(starts.get(key, []), e.ts + tolerance) - 1
         if k >= 0 and e.ts < iv[k][1] + tolerance:
             continue
-        out.append(GatingViolation(e.node, e.ts, str(e.fields.get("action")), str(e.fields.get("outcome"))))
+        out.append(GatingViolation(e.node, e.ts, str(e.fields.get("action")), str(e.fields.get("outcome")), key[1]))
     return out
 
 
 def throttle_violations(history: History, tolerance: float = 0.0) -> list[ThrottleViolation]:
     tolerance = max(tolerance, CLOCK_SLACK_S)
-    since: dict[str, float] = {}
+    since: dict[tuple[str, int], float] = {}
     out = []
     events = sorted(history.node_events, key=lambda e: (e.ts, e.event != "throttle"))
     for e in events:
         if e.event == "throttle":
+            key = (e.node, int(e.fields.get("group", 0)))
             if e.fields.get("on"):
-                since.setdefault(e.node, e.ts)
+                since.setdefault(key, e.ts)
             else:
-                since.pop(e.node, None)
+                since.pop(key, None)
         elif e.event in ("started", "stopped"):
-            since.pop(e.node, None)
+            for key in [k for k in since if k[0] == e.node]:
+                del since[key]
         elif e.event == "op" and e.fields.get("action") in PRODUCERS and e.fields.get("outcome") in EXECUTED:
-            s = since.get(e.node)
+            group = int(e.fields.get("group", 0))
+            s = since.get((e.node, group))
             if s is not None and e.ts > s + tolerance:
-                out.append(ThrottleViolation(e.node, e.ts, str(e.fields["action"]), s))
+                out.append(ThrottleViolation(e.node, e.ts, str(e.fields["action"]), s, group))
     return out

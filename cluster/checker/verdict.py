@@ -93,6 +93,7 @@ class ActiveInterval:
     end: float
     open: bool = False               # still active when the history ends
     closed_by: str = ""              # deactivated / stopped / started / kill / end
+    group: int = 0                   # the replication group it mastered
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,7 @@ class MasterOverlap:
     end: float
     interval_a: tuple[float, float]
     interval_b: tuple[float, float]
+    group: int = 0
 
     @property
     def duration(self) -> float:
@@ -255,22 +257,22 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "queues": {k: asdict(v) for k, v in self.queues.items()},
-            "gating": [asdict(x) for x in self.gating],
-            "throttled": [asdict(x) for x in self.throttled],
+            "gating": [_row(x) for x in self.gating],
+            "throttled": [_row(x) for x in self.throttled],
             "lost": [asdict(x) for x in self.lost],
             "unexpected": [asdict(x) for x in self.unexpected],
             "duplicates": [asdict(x) for x in self.duplicates],
             "recovered": [asdict(x) for x in self.recovered],
             "order_violations": [asdict(x) for x in self.order_violations],
-            "active_intervals": [asdict(x) for x in self.active_intervals],
-            "two_masters": [asdict(x) for x in self.two_masters],
+            "active_intervals": [_row(x) for x in self.active_intervals],
+            "two_masters": [_row(x) for x in self.two_masters],
             "divergence": [asdict(x) for x in self.divergence],
             "final_master": self.final_master,
             "digests": dict(self.digests),
             "history_end": self.history_end,
-            "quiescent": [asdict(x) for x in self.quiescent],
+            "quiescent": [_row(x) for x in self.quiescent],
             "quiescent_points": self.quiescent_points,
-            "unavailable": [asdict(x) for x in self.unavailable],
+            "unavailable": [_row(x) for x in self.unavailable],
             "availability_judged_s": self.availability_judged_s,
         }
 
@@ -343,3 +345,12 @@ def _fmt_dup(x: Duplicate) -> str:
     if x.delete_op_id:
         s += f", delete {x.delete_op_id}"
     return s
+
+
+def _row(x: Any) -> dict[str, Any]:
+    """A finding as JSON. Its replication group is left out when it is the first: a cluster of
+    one group writes what it always wrote."""
+    d = asdict(x)
+    if d.get("group") == 0:
+        del d["group"]
+    return d
