@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+from itertools import chain
 from typing import Any, Callable, Iterable
 
 from storage.access import authorize
@@ -208,8 +209,24 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
         return q
 
     def _queue_by_arn(self, arn: str | None) -> Queue | None:
+        """This group's queue with this ARN: what a move (on receive, by a task) may write to."""
         key = parse_arn(arn)
         return self._by_key.get(key_names(key)) if key else None
+
+    def _find_by_arn(self, arn: str | None) -> Queue | None:
+        """The queue with this ARN in this group or, read-only through the catalogue, another:
+        what a check of a named queue reads. The catalogue is asked only on a local miss."""
+        q = self._queue_by_arn(arn)
+        if q is None and self.catalogue is not None and arn:
+            q = self.catalogue.queue_by_arn(arn)
+        return q
+
+    def _every_queue(self) -> Iterable[Queue]:
+        """This group's queues, then every other group's: the catalogue's are reached only when
+        a caller iterates past the local ones."""
+        if self.catalogue is None:
+            return self._queues.values()
+        return chain(self._queues.values(), self.catalogue.queues())
 
     # --- time ----------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """Queue administration: create, delete, find, list, attributes, purge and tags.
 
 A mixin of ``Storage`` (storage/engine.py): its handlers read the engine's state and emit
-through ``_emit``, as every handler does.
+through ``_emit``, as every handler does. ListQueues lists every replication group's queues
+(storage/catalogue.py), and the RedrivePolicy check of CreateQueue and SetQueueAttributes finds
+its target in any group (redrive.py); everything else here reads this group's queues only.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from itertools import chain
+from typing import Iterable
 
 from storage import validation as v
 from storage.commands import (
@@ -134,7 +138,12 @@ class QueueActions:
 
     def _list_queues(self, c: ListQueues, now: int, out: list) -> ListQueuesResult:
         prefix = c.prefix or ""
-        names = [name for region, account, name in self._by_key
+        keys: Iterable[tuple[str, str, str]] = self._by_key
+        if self.catalogue is not None:
+            # every group's names are merged before paging, so a NextToken (the last name of a
+            # page) resumes the walk over all of them; a key lives in one group, so none repeats
+            keys = chain(keys, (key_names(q.key) for q in self.catalogue.queues()))
+        names = [name for region, account, name in keys
                  if region == c.ns.region and account == c.ns.account and name.startswith(prefix)]
         page, token = self._page(names, c.max_results, c.next_token)
         return ListQueuesResult(tuple(c.ns.key(n) for n in page), token)

@@ -3,6 +3,12 @@ queue, ListDeadLetterSourceQueues, and message move tasks (the redrive back out)
 
 A mixin of ``Storage`` (storage/engine.py). A move is a ``MessageDeleted`` from one queue and a
 ``MessageAdded`` to the other; a task's progress is a ``MoveTaskUpdated``, advanced by ``Tick``.
+
+With several replication groups (storage/catalogue.py), the checks and lists here read every
+group's queues: a RedrivePolicy's target, a move task's destination, whether a task's source is
+a dead-letter queue, and ListDeadLetterSourceQueues' sources may be in another group. A queue a
+command acts on (a move task's source, the queue whose sources are listed) is this group's, as
+is every queue a move writes to.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ class Redrive:
         if not value:
             return
         policy = parse_redrive_policy(value)
-        target = self._queue_by_arn(policy.dlq_arn)
+        target = self._find_by_arn(policy.dlq_arn)
         if target is None:
             raise invalid_value_rp(value, "Dead letter target does not exist.")
         if (target.key.region, target.key.account) != (key.region, key.account):
@@ -69,7 +75,7 @@ class Redrive:
     def _list_dead_letter_source_queues(self, c: ListDeadLetterSourceQueues, now: int,
                                         out: list) -> ListDeadLetterSourceQueuesResult:
         target = self._queue(c.queue)
-        names = [q.key.name for q in self._queues.values()
+        names = [q.key.name for q in self._every_queue()
                  if q.config.redrive is not None and q.config.redrive.dlq_arn == target.arn
                  and (q.key.region, q.key.account) == (target.key.region, target.key.account)]
         page, token = self._page(names, c.max_results, c.next_token)
@@ -104,11 +110,11 @@ class Redrive:
         if src is None:
             raise RESOURCE_NOT_FOUND("The resource that you specified for the SourceArn parameter doesn't exist.")
         if not any(q.config.redrive is not None and q.config.redrive.dlq_arn == src.arn
-                   for q in self._queues.values()):
+                   for q in self._every_queue()):
             # Move-task wordings and codes: LocalStack's AWS-recorded test_sqs_move_task.snapshot.json.
             raise INVALID_PARAMETER_VALUE("Source queue must be configured as a Dead Letter Queue.")
         if c.destination_arn:
-            dst = self._queue_by_arn(c.destination_arn)
+            dst = self._find_by_arn(c.destination_arn)
             if dst is None:
                 raise RESOURCE_NOT_FOUND(
                     "The resource that you specified for the DestinationArn parameter doesn't exist.")

@@ -128,6 +128,19 @@ class Sqs:
         assert self.replica.digest() == self.master.digest()
 
 
+def walk(sqs, make) -> list[list[str]]:
+    """The names on each page of a ListQueues walk: ``make(token)`` is the command for the page
+    after ``token`` (None first), run by ``sqs.run`` until a page has no NextToken."""
+    pages, token = [], None
+    for _ in range(100):
+        result = sqs.run(make(token))
+        pages.append([k.name for k in result.queues])
+        token = result.next_token
+        if token is None:
+            return pages
+    raise AssertionError("pagination did not end")
+
+
 def kinds(mutations) -> list[type]:
     return [type(m) for m in mutations]
 

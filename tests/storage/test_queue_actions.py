@@ -21,7 +21,7 @@ from storage.results import GetQueueUrlResult
 from tests.storage.queue_env import (
     INVALID_ATTRIBUTE_NAME, INVALID_PARAMETER_VALUE, MISSING_PARAMETER, NONEXISTENT, NS, OTHER_ACCOUNT,
     OTHER_REGION, PURGE_IN_PROGRESS, QUEUE_ALREADY_EXISTS, QUEUE_DELETED_RECENTLY, START_MS, Sqs, fifo, kinds,
-    redrive,
+    redrive, walk,
 )
 
 
@@ -336,17 +336,6 @@ def test_list_queues_max_results_edges(sqs, max_results):
     result = sqs.run(ListQueues(NS, max_results=max_results))
     assert len(result.queues) == min(2, max_results)
     assert (result.next_token is None) == (max_results >= 2)
-
-
-def walk(sqs: Sqs, make) -> list[list[str]]:
-    pages, token = [], None
-    for _ in range(100):
-        result = sqs.run(make(token))
-        pages.append([k.name for k in result.queues])
-        token = result.next_token
-        if token is None:
-            return pages
-    raise AssertionError("pagination did not end")
 
 
 @pytest.mark.parametrize("page_size", [1, 3, 4, 7, 12, 13])
