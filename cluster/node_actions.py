@@ -80,9 +80,19 @@ class ServeForwarded:
 
 @dataclass(frozen=True, slots=True)
 class ToRaft:
-    """For the Raft thread: a ``ProposeView``, ``MayStand``, ``FenceDone`` or ``TransferLeadership``."""
+    """For the Raft thread: a ``ProposeView``, ``ProposePlacement``, ``MayStand``, ``FenceDone`` or
+    ``TransferLeadership``."""
 
     action: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ProposePlacement:
+    """The Raft leader proposes a placement of the queue ``key`` among ``groups`` groups
+    (cluster/directory.py): a member's ``Place`` frame, or a CreateQueue it serves itself."""
+
+    key: tuple[str, str, str]
+    groups: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ pysyncobj, our ClusterTransport and the election core (cluster/election.py), and
   which can only understate how fresh the follower's contact is (the safe direction).
 
 Everything the node core on the event loop must know (samples of Raft's role and term, lease
-acks, committed views, fence requests, runtime membership changes, statistics) is *posted* to it
-with ``call_soon_threadsafe``; what it asks of Raft (proposing a view, may-stand, fence done,
-leadership transfer, membership changes) comes back through ``submit``, a mailbox that wakes
-pysyncobj's poller. No state is read across the two threads.
+acks, committed views and queue placements, fence requests, runtime membership changes,
+statistics) is *posted* to it with ``call_soon_threadsafe``; what it asks of Raft (proposing a
+view or a placement, may-stand, fence done, leadership transfer, membership changes) comes back
+through ``submit``, a mailbox that wakes pysyncobj's poller. No state is read across the two
+threads.
 
 Durable Raft state. With ``[node] state-dir`` set, pysyncobj keeps its journal (term, vote, log,
 commit index) and its log-compaction dumps there, so a restarted member neither votes twice in
@@ -47,13 +48,14 @@ from pysyncobj.config import FAIL_REASON
 from pysyncobj.poller import POLL_EVENT_TYPE
 
 from cluster.config import Address, ConfigError, NodeConfig, NodeSpec
+from cluster.directory import Directory, Key
 from cluster.election import (
     APPEND, CANDIDATE, FOLLOWER, LEADER, OTHER, TIMEOUT_NOW, VOTE_REQUEST, AdoptTerm, Deliver, ElectionCore,
     Fence, LeaderContact, LeaseAck, LeaseAcked, NotStanding, PreVote, PreVoteReply, RaftState, Release, Send,
     Stand, TermAhead,
 )
 from cluster.membership import ProposeView, RaftSample, View, accept_view
-from cluster.node_actions import FenceDone, MayStand
+from cluster.node_actions import FenceDone, MayStand, ProposePlacement
 from cluster.transport import ClusterTransport, NamedNode
 
 log = logging.getLogger("cluster.runtime")
@@ -93,6 +95,8 @@ class RaftEvents(Protocol):
     def lease_acked(self, peer: str, term: int, stamp: float) -> None: ...
     def leader_contact(self, leader: str, at: float) -> None: ...
     def view_committed(self, view: View) -> None: ...
+    def placed(self, key: Key, group: int) -> None: ...                   # groups >= 2 only
+    def directory_restored(self, record: tuple) -> None: ...              # groups >= 2 only
     def fence(self, term: int) -> None: ...
     def member_changed(self, change: str, spec: NodeSpec) -> None: ...
     def raft_stats(self, stats: RaftStats) -> None: ...
@@ -127,6 +131,37 @@ class _ViewLog(SyncObjConsumer):
             self._on_install(View.from_record(self.record))
 
 
+class _DirectoryLog(SyncObjConsumer):
+    """The queue directory (cluster/directory.py), for a cluster of two groups or more. Its
+    snapshot is the directory's record, builtins only."""
+
+    def __init__(self, on_place: Callable[[Key, int], None], on_restore: Callable[[tuple], None]) -> None:
+        # Attributes set before SyncObjConsumer.__init__ are excluded from snapshots: _serialize
+        # below says what a snapshot holds.
+        self._on_place = on_place
+        self._on_restore = on_restore
+        self.directory = Directory()
+        super().__init__()
+
+    @replicated
+    def place(self, key_record: tuple, groups: int) -> int | None:
+        """Every committed placement, a repeat of a placed key included (it keeps its group)."""
+        try:
+            group = self.directory.apply_place(key_record, groups)
+        except ValueError:
+            return None
+        self._on_place(tuple(key_record), group)
+        return group
+
+    def _serialize(self) -> dict:
+        return {"record": self.directory.to_record()}
+
+    def _deserialize(self, data: dict) -> None:
+        # A snapshot from the leader (or the dump file at start) replaces the directory.
+        self.directory = Directory.from_record(data["record"])
+        self._on_restore(self.directory.to_record())
+
+
 # Our messages on the Raft links travel as dicts of builtins (pysyncobj pickles what it sends;
 # after authentication, but a class of ours on the wire would still tie both ends' versions).
 def _encode(message: Any) -> dict:
@@ -159,7 +194,7 @@ def _decode(message: dict) -> Any:
 class MembershipNode:
     def __init__(self, config: NodeConfig, events: RaftEvents, *, loop: asyncio.AbstractEventLoop | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
-                 bugs: frozenset[str] = frozenset()) -> None:
+                 bugs: frozenset[str] = frozenset(), groups: int = 1) -> None:
         self.config = config
         self.name = config.self_name
         self._events = events
@@ -170,6 +205,11 @@ class MembershipNode:
         self._so: SyncObj | None = None
         self._transport: ClusterTransport | None = None
         self._views = _ViewLog(self._on_view_applied)
+        # Only a cluster of two groups or more has a directory. With one, Raft holds exactly the
+        # views, so its journal, dump and method ids read as they always have; with more, the
+        # directory comes after the views, which keep their method id.
+        self._groups = groups
+        self._directory = _DirectoryLog(self._on_placed, self._on_directory_restored) if groups >= 2 else None
         self._mailbox: collections.deque[Any] = collections.deque()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -222,7 +262,10 @@ class MembershipNode:
                                                on_member=self._on_member, clock=self._clock)
             return self._transport
 
-        so = SyncObj(me, others, conf, consumers=[self._views], nodeClass=NamedNode,
+        consumers: list[SyncObjConsumer] = [self._views]
+        if self._directory is not None:
+            consumers.append(self._directory)
+        so = SyncObj(me, others, conf, consumers=consumers, nodeClass=NamedNode,
                      transportClass=make_transport)
         assert self._transport is not None
         if not self._transport.ready:
@@ -246,9 +289,15 @@ class MembershipNode:
     # -- the mailbox (any thread; used by the loop) ------------------------------------------------
 
     def submit(self, action: Any) -> None:
-        """Carry out the node core's ``ProposeView``, ``MayStand`` or ``FenceDone`` on Raft's thread."""
+        """Carry out the node core's ``ProposeView``, ``ProposePlacement``, ``MayStand`` or
+        ``FenceDone`` on Raft's thread."""
         self._mailbox.append(action)
         self._wake()
+
+    def propose_place(self, key: Key) -> None:
+        """On the Raft leader: commit a placement of ``key`` among this cluster's groups; every
+        member's loop then hears ``placed(key, group)``."""
+        self.submit(ProposePlacement(key, self._groups))
 
     def transfer_leadership(self, to: str | None = None) -> "asyncio.Future[bool]":
         """Hand Raft leadership to ``to`` (None: the most caught-up follower); the future says
@@ -314,6 +363,11 @@ class MembershipNode:
                 t = type(a)
                 if t is ProposeView:
                     self._views.install(a.view.to_record(), callback=functools.partial(self._proposal_done, a.view))
+                elif t is ProposePlacement:
+                    if self._directory is None:
+                        log.warning("a placement of %r proposed in a cluster of one group: dropped", a.key)
+                    else:
+                        self._directory.place(a.key, a.groups, callback=functools.partial(self._placement_done, a.key))
                 elif t is MayStand:
                     self._do(self._election.may_stand(a.allowed, a.why))
                 elif t is FenceDone:
@@ -470,6 +524,16 @@ class MembershipNode:
 
     def _on_view_applied(self, view: View) -> None:
         self._loop.call_soon_threadsafe(self._events.view_committed, view)
+
+    def _on_placed(self, key: Key, group: int) -> None:
+        self._loop.call_soon_threadsafe(self._events.placed, key, group)
+
+    def _on_directory_restored(self, record: tuple) -> None:
+        self._loop.call_soon_threadsafe(self._events.directory_restored, record)
+
+    def _placement_done(self, key: Key, result: Any, err: Any) -> None:
+        if err != FAIL_REASON.SUCCESS or result is None:
+            log.debug("placement of %r not committed (err=%s, result=%s)", key, err, result)
 
     def _proposal_done(self, view: View, result: Any, err: Any) -> None:
         if err != FAIL_REASON.SUCCESS or not result:

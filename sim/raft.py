@@ -23,6 +23,10 @@ guard, the fence), and answers accepted AppendEntries with lease acks (sim/node.
   re-applies the committed entries (``RaftNode.durable`` / ``restore``). Without it a restarted
   node votes with an empty log for a candidate that lacks a committed view, and a majority that
   never saw that view elects it.
+* with queue groups, queue placements (``PlaceEntry``) share the log with the views and are
+  applied in log order through the product's ``Directory.apply_place``, as cluster/runtime.py's
+  ``_DirectoryLog`` applies them; a restarted node rebuilds its directory by re-applying its
+  committed log (this model never compacts it).
 
 The node feeds the membership core what the live runtime feeds it: a ``RaftSample`` on every
 role/term change, a ``LeaseAck`` per accepted heartbeat, a ``ViewCommitted`` per applied view
@@ -39,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cluster.config import Timing
+from cluster.directory import Directory, Key
 from cluster.lease import majority
 from cluster.membership import CANDIDATE, FOLLOWER, LEADER
 
@@ -49,8 +54,16 @@ class Durable:
 
     term: int
     voted_for: str | None
-    log: tuple[tuple[int, Any], ...]
+    log: tuple[tuple[int, Any], ...]      # (term, view record or PlaceEntry)
     commit: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceEntry:
+    """A log entry placing the queue ``key`` among ``groups`` groups (cluster/directory.py)."""
+
+    key: Key
+    groups: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +84,7 @@ class AppendEntries:
     term: int
     prev_index: int
     prev_term: int
-    entries: tuple[tuple[int, Any], ...]   # (term, view record)
+    entries: tuple[tuple[int, Any], ...]   # (term, view record or PlaceEntry)
     commit: int
     stamp: float                           # the leader's clock when sent (lease.py)
 
@@ -89,12 +102,13 @@ class AppendReply:
 
 
 class RaftNode:
-    """One member's Raft state. ``send(to, msg)``, ``changed()`` (role/term/leader changed) and
-    ``apply(record)`` are the host's."""
+    """One member's Raft state. ``send(to, msg)``, ``changed()`` (role/term/leader changed),
+    ``apply(record)`` (a committed view record) and ``on_place(key, group)`` (a committed
+    placement, a repeat of a placed key included) are the host's."""
 
     def __init__(self, name: str, names: list[str], timing: Timing, now: float, *,
                  send: Callable[[str, Any], None], changed: Callable[[], None], apply: Callable[[Any], None],
-                 restore: Durable | None = None):
+                 restore: Durable | None = None, on_place: Callable[[Key, int], None] | None = None):
         self.name = name
         self.peers = [n for n in names if n != name]
         self.configured = frozenset(names)
@@ -103,6 +117,8 @@ class RaftNode:
         self._send = send
         self._changed = changed
         self._apply = apply
+        self._on_place = on_place
+        self.directory = Directory()
         self.term = 0
         self.voted_for: str | None = None
         self.role = FOLLOWER
@@ -211,6 +227,10 @@ class RaftNode:
         self._broadcast(now)
         return True
 
+    def propose_place(self, key: Key, groups: int, now: float) -> bool:
+        """The leader's ``ToRaft(ProposePlacement)``."""
+        return self.propose(PlaceEntry(key, groups), now)
+
     def _broadcast(self, now: float) -> None:
         self.last_heartbeat = now
         for p in self.peers:
@@ -235,7 +255,13 @@ class RaftNode:
     def _apply_committed(self) -> None:
         while self.applied < self.commit:
             self.applied += 1
-            self._apply(self.log[self.applied - 1][1])
+            record = self.log[self.applied - 1][1]
+            if type(record) is PlaceEntry:
+                group = self.directory.apply_place(record.key, record.groups)
+                if self._on_place is not None:
+                    self._on_place(record.key, group)
+            else:
+                self._apply(record)
 
     # --- messages -------------------------------------------------------------------------------
 

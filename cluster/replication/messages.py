@@ -163,13 +163,22 @@ class ForwardReply:
     payload: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Member -> Raft leader: commit a placement of the queue ``key`` (region, account, name)
+    in the directory (cluster/directory.py), which a CreateQueue of a new name waits for. Only
+    a cluster of two groups or more sends it; every member learns the group from Raft."""
+
+    key: tuple[str, str, str]
+
+
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
-         | SnapshotAck | TransferRequest | Forward | ForwardReply)
+         | SnapshotAck | TransferRequest | Forward | ForwardReply | Place)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
 FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
-                                 SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply)
+                                 SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place)
 
 
 # --- actions --------------------------------------------------------------------------------

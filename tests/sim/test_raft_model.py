@@ -48,3 +48,52 @@ def test_only_a_leader_transfers():
     assert a.role == FOLLOWER
     sent.clear()
     assert not a.transfer_leadership("b", 1.0) and sent == []
+
+
+class _Net:
+    """Three RaftNodes whose messages are delivered in send order, all at one instant."""
+
+    def __init__(self, restore: dict | None = None) -> None:
+        self.queue: list = []
+        self.views: dict[str, list] = {n: [] for n in NAMES}
+        self.placed: dict[str, list] = {n: [] for n in NAMES}
+        self.nodes = {n: self._node(n, (restore or {}).get(n)) for n in NAMES}
+
+    def _node(self, n: str, disk) -> RaftNode:
+        return RaftNode(n, NAMES, Timing(), 0.0, send=lambda to, m: self.queue.append((n, to, m)),
+                        changed=lambda: None, apply=self.views[n].append, restore=disk,
+                        on_place=lambda key, group: self.placed[n].append((key, group)))
+
+    def run(self, now: float = 1.0) -> None:
+        while self.queue:
+            sender, to, msg = self.queue.pop(0)
+            self.nodes[to].on_message(sender, msg, now)
+
+
+def test_placements_commit_in_the_log_with_the_views_and_apply_alike_everywhere():
+    net = _Net()
+    a = net.nodes["a"]
+    a.start_election(1.0)
+    net.run()
+    assert a.role == LEADER
+    keys = [("r", "1", f"q{i}") for i in range(5)]
+    a.propose((1, ("a", "b", "c"), "a", 1), 1.0)
+    for k in keys[:3]:
+        assert a.propose_place(k, 2, 1.0)
+    assert a.propose_place(keys[0], 2, 1.0), "a repeat commits too, and keeps the key's group"
+    for k in keys[3:]:
+        assert a.propose_place(k, 2, 1.0)
+    net.run()
+    a.tick(1.0 + Timing().heartbeat)    # the followers learn the last commit index
+    net.run()
+    want = [(keys[0], 0), (keys[1], 1), (keys[2], 0), (keys[0], 0), (keys[3], 1), (keys[4], 0)]
+    for n in NAMES:
+        assert net.placed[n] == want, n
+        assert net.views[n] == [(1, ("a", "b", "c"), "a", 1)], "only the view reaches apply"
+        assert net.nodes[n].directory.counts(2) == (3, 2)
+    assert not net.nodes["b"].propose_place(("r", "1", "x"), 2, 1.0), "only the leader proposes"
+
+    # a restarted member rebuilds the same directory from its durable log
+    again = _Net(restore={"b": net.nodes["b"].durable()})
+    again.nodes["b"].replay()
+    assert again.placed["b"] == want and again.nodes["b"].directory == net.nodes["b"].directory
