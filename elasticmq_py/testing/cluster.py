@@ -689,7 +689,7 @@ def check_views(histories: dict[str, list[dict[str, Any]]]) -> dict[int, dict[st
                 last = 0   # a restarted node learns the views again from the log
             if e["event"] != "view":
                 continue
-            v = {k: e[k] for k in ("view_id", "members", "master", "epoch")}
+            v = {k: e[k] for k in ("view_id", "members", "master", "epoch", "groups") if k in e}
             assert v["view_id"] > last, f"{node}: view ids not increasing: {last} then {v['view_id']}"
             last = v["view_id"]
             seen = by_id.setdefault(v["view_id"], v)
@@ -700,9 +700,10 @@ def check_views(histories: dict[str, list[dict[str, Any]]]) -> dict[int, dict[st
 
 
 def active_intervals(histories: dict[str, list[dict[str, Any]]], kills: dict[str, list[float]],
-                     now: float | None = None) -> list[tuple[str, float, float]]:
-    """(node, from, to) for every period a node was active. An interval still open when the node
-    restarted, or at the end, was closed by a kill (the last one before that point)."""
+                     now: float | None = None, group: int = 0) -> list[tuple[str, float, float]]:
+    """(node, from, to) for every period a node was the active master of ``group`` (lines without
+    a group are group 0's). An interval still open when the node restarted, or at the end, was
+    closed by a kill (the last one before that point)."""
     now = now if now is not None else time.time()
     out = []
     for node, events in histories.items():
@@ -713,12 +714,15 @@ def active_intervals(histories: dict[str, list[dict[str, Any]]], kills: dict[str
             return min(ks) if ks else t
 
         for e in events:
-            if e["event"] == "activated":
+            ev = e["event"]
+            if ev in ("activated", "deactivated") and e.get("group", 0) != group:
+                continue
+            if ev == "activated":
                 start = e["ts"]
-            elif e["event"] in ("deactivated", "stopped") and start is not None:
+            elif ev in ("deactivated", "stopped") and start is not None:
                 out.append((node, start, e["ts"]))
                 start = None
-            elif e["event"] == "started" and start is not None:
+            elif ev == "started" and start is not None:
                 out.append((node, start, killed_before(e["ts"])))
                 start = None
         if start is not None:
@@ -727,8 +731,12 @@ def active_intervals(histories: dict[str, list[dict[str, Any]]], kills: dict[str
 
 
 def check_single_master(histories: dict[str, list[dict[str, Any]]], kills: dict[str, list[float]]) -> None:
-    iv = sorted(active_intervals(histories, kills), key=lambda x: x[1])
-    for i, (n1, s1, e1) in enumerate(iv):
-        for n2, s2, e2 in iv[i + 1:]:
-            if n1 != n2 and s2 < e1:
-                raise AssertionError(f"two active masters: {n1} [{s1:.6f}, {e1:.6f}] and {n2} [{s2:.6f}, {e2:.6f}]")
+    """Never two active masters of one replication group."""
+    groups = {e.get("group", 0) for events in histories.values() for e in events if e["event"] == "activated"}
+    for group in sorted(groups):
+        iv = sorted(active_intervals(histories, kills, group=group), key=lambda x: x[1])
+        for i, (n1, s1, e1) in enumerate(iv):
+            for n2, s2, e2 in iv[i + 1:]:
+                if n1 != n2 and s2 < e1:
+                    raise AssertionError(f"two active masters of group {group}: {n1} [{s1:.6f}, {e1:.6f}] "
+                                         f"and {n2} [{s2:.6f}, {e2:.6f}]")

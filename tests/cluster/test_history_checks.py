@@ -41,3 +41,25 @@ def test_check_single_master_finds_overlap_and_uses_kill_times():
     assert active_intervals(h, {"a": [3.0]}, now=10) == [("a", 1, 3.0), ("b", 4, 10)]
     with pytest.raises(AssertionError):
         check_single_master(h, {"a": [5.0]})
+
+
+def test_check_single_master_is_per_replication_group():
+    # two nodes mastering different groups at once: fine
+    h = {"a": [ev("a", 1, "activated", group=0), ev("a", 2, "activated", group=1)],
+         "b": [ev("b", 1.5, "activated", group=2)]}
+    check_single_master(h, {})
+    assert active_intervals(h, {}, now=10, group=1) == [("a", 2, 10)]
+    # a deactivation ends its own group only, a stop ends them all
+    h = {"a": [ev("a", 1, "activated", group=1), ev("a", 1, "activated", group=2),
+               ev("a", 3, "deactivated", group=1), ev("a", 6, "stopped")],
+         "b": [ev("b", 4, "activated", group=1), ev("b", 5, "activated", group=2)]}
+    with pytest.raises(AssertionError, match="two active masters of group 2: a"):
+        check_single_master(h, {})
+    assert active_intervals(h, {}, now=10, group=2) == [("a", 1, 6), ("b", 5, 10)]
+
+
+def test_check_views_compares_the_group_assignment_too():
+    v1 = dict(view("a", 1, 1, ["a", "b"], "a", 2), groups=[["a", 2], ["b", 2]])
+    v2 = dict(view("b", 1, 1, ["a", "b"], "a", 2), groups=[["a", 2], ["a", 2]])
+    with pytest.raises(AssertionError, match="differs"):
+        check_views({"a": [v1], "b": [v2]})
