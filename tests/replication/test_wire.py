@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cluster.replication import messages
 from cluster.replication.messages import FRAME_TYPES, Ack, Batch
-from cluster.replication.wire import MAC_SIZE, MAGIC, Heartbeat, WireCodec, WireError, derive_key
+from cluster.replication.wire import MAC_SIZE, MAGIC, GroupsMismatch, Heartbeat, WireCodec, WireError, derive_key
 
 SETTINGS = settings(max_examples=150, deadline=None)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -225,3 +225,185 @@ GOLDEN_EM1 = [
 def test_em1_frames_are_byte_for_byte_the_recorded_ones(frame, wire):
     assert WireCodec("orders", "correct horse", "n1").encode(frame, "n2").hex() == wire
     assert WireCodec("orders", "correct horse", "n2").decode(bytes.fromhex(wire)) == ("n1", frame)
+
+
+# -- bundles: the EM2 layout of a node with G >= 2 groups ---------------------------------------
+
+@st.composite
+def bundles(draw: st.DrawFn, groups: int) -> tuple:
+    """1..6 (group, frame) items; a Heartbeat is link-level, so it rides in group 0."""
+    items = draw(st.lists(st.tuples(st.integers(0, groups - 1), ANY_FRAME), min_size=1, max_size=6))
+    return tuple((0 if type(f) is Heartbeat else g, f) for g, f in items)
+
+
+def group_pair(groups: int = 3, a: str = "n1", b: str = "n2") -> tuple[WireCodec, WireCodec]:
+    return WireCodec("c", "s3cret", a, groups=groups), WireCodec("c", "s3cret", b, groups=groups)
+
+
+@SETTINGS
+@given(st.integers(2, 255).flatmap(lambda g: st.tuples(st.just(g), bundles(g))), NAMES, NAMES)
+def test_every_bundle_round_trips(g_items, sender, recipient):
+    groups, items = g_items
+    tx, rx = group_pair(groups, sender, recipient)
+    assert rx.decode_bundle(tx.encode_bundle(items, recipient)) == (sender, items)
+    assert rx.decode_bundle(tx.encode_bundle(list(items), recipient)) == (sender, items)
+
+
+def test_a_bundle_keeps_the_documented_layout():
+    """Batch, Ack and Heartbeat items are packed and checked by their own code (cost): the bytes
+    are the module docstring's, computed from the generic schema and a fresh HMAC, and the
+    recorded ones."""
+    import hashlib
+    import hmac
+
+    from cluster.replication.wire import BUNDLE_MAGIC, HEARTBEAT_TAG, _schema
+
+    items = ((0, Heartbeat(9, False)), (2, Batch(3, 2**40, 2, b"\x00mut")), (1, Ack(7, 12345)),
+             (1, messages.Resend(4, 5)))
+    body = [[g, HEARTBEAT_TAG if type(f) is Heartbeat else FRAME_TYPES.index(type(f)), *_schema(type(f)).to_wire(f)]
+            for g, f in items]
+    head = BUNDLE_MAGIC + b"\x02n1" + b"\x03" + msgpack.packb(body, use_bin_type=True)
+    mac = hmac.new(derive_key("correct horse"), b"\x00\x06orders" + b"\x00\x02n2" + head, hashlib.sha256).digest()
+    wire = WireCodec("orders", "correct horse", "n1", groups=3).encode_bundle(items, "n2")
+    assert wire == head + mac
+    assert wire.hex() == ("454d32026e3103949400ff09c296020003cf000001000000000002c404006d7574940101"
+                          "07cd30399401020405c050aa1d7c2007511bbb724cb0d519b843ae45f96bd61ff77a2a58d55f473ee6")
+    assert WireCodec("orders", "correct horse", "n2", groups=3).decode_bundle(wire) == ("n1", items)
+
+
+@pytest.mark.parametrize("ours,theirs", [(3, 2), (2, 3), (3, 255)])
+def test_a_bundle_of_another_group_count_is_refused_by_name(ours, theirs):
+    tx = WireCodec("c", "s", "n1", groups=theirs)
+    rx = WireCodec("c", "s", "n2", groups=ours)
+    with pytest.raises(GroupsMismatch, match=f"n1 runs with groups = {theirs}, this node with {ours}"):
+        rx.decode_bundle(tx.encode_bundle(((0, Ack(1, 1)),), "n2"))
+
+
+def test_em1_and_em2_refuse_each_other():
+    em1 = WireCodec("c", "s", "n1").encode(Ack(1, 1), "n2")
+    em2 = WireCodec("c", "s", "n1", groups=3).encode_bundle(((0, Ack(1, 1)),), "n2")
+    with pytest.raises(GroupsMismatch, match="n1 runs with groups = 1, this node with 3"):
+        WireCodec("c", "s", "n2", groups=3).decode_bundle(em1)
+    with pytest.raises(GroupsMismatch, match="n1 runs with groups = 3, this node with 1"):
+        WireCodec("c", "s", "n2").decode(em2)
+    # The other layout is named only when its MAC verifies: a stranger is not a misconfigured member.
+    for wire, rx in ((em1, WireCodec("c", "other", "n2", groups=3)), (em2, WireCodec("c", "other", "n2")),
+                     (em2, WireCodec("c", "s", "n3"))):
+        with pytest.raises(WireError) as refused:
+            rx.decode_bundle(wire) if rx.groups > 1 else rx.decode(wire)
+        assert type(refused.value) is WireError
+
+
+def test_each_codec_refuses_the_other_layouts_calls():
+    one, three = WireCodec("c", "s", "n1"), WireCodec("c", "s", "n1", groups=3)
+    for call in (lambda: one.encode_bundle(((0, Ack(1, 1)),), "n2"), lambda: one.decode_bundle(b"EM2"),
+                 lambda: three.encode(Ack(1, 1), "n2"), lambda: three.decode(b"EM1")):
+        with pytest.raises(TypeError):
+            call()
+    for bad in (0, 256, -1, True, 2.0):
+        with pytest.raises(ValueError):
+            WireCodec("c", "s", "n1", groups=bad)
+
+
+@pytest.mark.parametrize("items", [
+    (),                                        # nothing to send is no bundle
+    ((3, Ack(1, 1)),),                         # no group 3 among 0..2
+    ((-1, Ack(1, 1)),),
+    ((True, Ack(1, 1)),),                      # a bool is not a group number
+    ((1, Heartbeat(1, True)),),                # a heartbeat is link-level: group 0
+])
+def test_what_cannot_be_a_bundle_is_refused_at_the_sender(items):
+    with pytest.raises(ValueError):
+        WireCodec("c", "s", "n1", groups=3).encode_bundle(items, "n2")
+
+
+def test_unregistered_types_cannot_be_bundled():
+    with pytest.raises(TypeError):
+        WireCodec("c", "s", "n1", groups=3).encode_bundle(((0, messages.Complete((1,))),), "n2")
+
+
+def _sign_bundle(codec: WireCodec, payload: bytes, groups: int = 3, to: str = "n2") -> bytes:
+    """An authentic bundle around an arbitrary payload: what a buggy or other-version peer sends."""
+    from cluster.replication.wire import BUNDLE_MAGIC
+
+    head = BUNDLE_MAGIC + bytes((len(codec.self_name),)) + codec.self_name.encode() + bytes((groups,)) + payload
+    return head + codec._mac(to, head)
+
+
+@pytest.mark.parametrize("payload", [
+    msgpack.packb([]),                                   # no items
+    msgpack.packb([0, 1, 1, 1]),                         # an item that is not a list
+    msgpack.packb([[0]]),                                # an item without a tag
+    msgpack.packb([[3, 1, 1, 1]]),                       # group 3 of 0..2
+    msgpack.packb([[-1, 1, 1, 1]]),
+    msgpack.packb([[True, 1, 1, 1]]),                    # a bool group
+    msgpack.packb([["0", 1, 1, 1]]),                     # a str group
+    msgpack.packb([[0, "1", 1, 1]]),                     # a str tag
+    msgpack.packb([[0, 99, 1, 1]]),                      # unknown tag
+    msgpack.packb([[0, 0, 1, 2, 3]]),                    # Batch with too few fields
+    msgpack.packb([[0, 0, 1, 2, 3, "not bytes"]]),       # Batch with a str where bytes go
+    msgpack.packb([[0, 1, True, 2]]),                    # Ack with a bool where an int goes
+    msgpack.packb([[0, 1, 1, 2, 3]]),                    # Ack with too many fields
+    msgpack.packb([[1, -1, 5, True]]),                   # Heartbeat outside group 0
+    msgpack.packb([[0, -1, 5]]),                         # Heartbeat with a missing field
+    msgpack.packb([[0, 2, 1]]),                          # Resend (generic path) with a missing field
+    msgpack.packb([[0, 1, 1, 1], [0, 1, 1]]),            # one bad item among good ones
+    msgpack.packb([[0, 1, 2**64 - 1, msgpack.ExtType(5, b"x")]]),
+    msgpack.packb({"items": []}),                        # a map
+    msgpack.packb([[0, 1, 1, 1]]) + b"\x00",             # trailing data
+    b"\xc1",                                             # never-used msgpack byte
+    b"\x91\x94\x00",                                     # truncated
+    b"",                                                 # no payload at all
+], ids=lambda p: p[:12].hex() or "empty")
+def test_authentic_but_malformed_bundles_raise_wire_error(payload):
+    tx, rx = group_pair()
+    with pytest.raises(WireError):
+        rx.decode_bundle(_sign_bundle(tx, payload))
+
+
+def test_a_bundle_without_room_for_its_fields_is_malformed():
+    tx, rx = group_pair()
+    for head_tail in (b"EM2\x02n1", b"EM2\x05n1\x03", b"EM2\x00\x03"):
+        with pytest.raises(WireError):
+            rx.decode_bundle(head_tail + tx._mac("n2", head_tail))
+
+
+@SETTINGS
+@given(bundles(3), st.data())
+def test_tampering_with_any_byte_of_a_bundle_is_rejected(items, data):
+    tx, rx = group_pair()
+    wire = bytearray(tx.encode_bundle(items, "n2"))
+    i = data.draw(st.integers(0, len(wire) - 1), label="index")
+    wire[i] ^= data.draw(st.integers(1, 255), label="xor")
+    with pytest.raises(WireError):
+        rx.decode_bundle(bytes(wire))
+
+
+@SETTINGS
+@given(bundles(3), st.data())
+def test_truncated_and_extended_bundles_are_rejected(items, data):
+    tx, rx = group_pair()
+    wire = tx.encode_bundle(items, "n2")
+    cut = data.draw(st.integers(0, len(wire) - 1), label="cut")
+    with pytest.raises(WireError):
+        rx.decode_bundle(wire[:cut])
+    with pytest.raises(WireError):
+        rx.decode_bundle(wire + data.draw(st.binary(min_size=1, max_size=8), label="extra"))
+
+
+@SETTINGS
+@given(st.binary(max_size=300))
+def test_random_bytes_are_no_bundle(blob):
+    from cluster.replication.wire import BUNDLE_MAGIC
+
+    _, rx = group_pair()
+    for data in (blob, BUNDLE_MAGIC + blob, MAGIC + blob):
+        with pytest.raises(WireError):
+            rx.decode_bundle(data)
+
+
+def test_oversized_bundles_are_rejected_before_authentication():
+    tx = WireCodec("c", "s", "n1", groups=2)
+    rx = WireCodec("c", "s", "n2", groups=2, max_frame=1000)
+    with pytest.raises(WireError, match="exceeds"):
+        rx.decode_bundle(tx.encode_bundle(((1, Batch(1, 1, 1, b"x" * 2000)),), "n2"))
