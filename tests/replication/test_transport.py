@@ -13,15 +13,18 @@ import asyncio
 import functools
 import logging
 import os
+import random
 import socket
 from typing import Any, Awaitable, Callable
 
+import msgpack
+import pytest
 import zmq
 
 from cluster.config import Address, ClusterConfig, LinkAddrs, NodeSpec
-from cluster.replication.messages import Batch
+from cluster.replication.messages import Ack, Batch
 from cluster.replication.transport import StreamTransport, TransportTiming
-from cluster.replication.wire import MAGIC, Heartbeat, WireCodec
+from cluster.replication.wire import MAGIC, Heartbeat, WireCodec, WireError
 
 FAST = TransportTiming(heartbeat=0.04, dead_after=0.3, reconnect=0.02, reconnect_max=0.1, log_every=0.0)
 NAMES = ("n1", "n2", "n3")
@@ -355,3 +358,208 @@ async def test_with_curve_a_sender_with_another_secret_fails_the_handshake():
     finally:
         await rogue.close()
         await c.close()
+
+
+# -- bundles: a node of G >= 2 groups sends each peer one message per turn --------------------------
+
+class Bundled:
+    """Unencrypted transports for the named nodes, each with its own G, recording every delivery:
+    ("bundle", sender, items) at G >= 2, ("frame", sender, frame) at G = 1."""
+
+    def __init__(self, groups: dict[str, int]) -> None:
+        self.got: dict[str, list[tuple[str, str, Any]]] = {n: [] for n in groups}
+        self.t = {n: StreamTransport(config(encrypt=False), n, groups=g, timing=FAST, bind=LOCAL,
+                                     on_frame=lambda s, f, n=n: self.got[n].append(("frame", s, f)),
+                                     on_bundle=lambda s, items, n=n: self.got[n].append(("bundle", s, items)))
+                  for n, g in groups.items()}
+        self.bound: dict[str, Address] = {}
+
+    async def start(self) -> None:
+        for n, tr in self.t.items():
+            self.bound[n] = await tr.start()
+        for tr in self.t.values():
+            tr.update_config(config(self.bound, encrypt=False))
+
+    def bundles(self, at: str, sender: str) -> list:
+        return [items for kind, s, items in self.got[at] if kind == "bundle" and s == sender]
+
+    async def close(self) -> None:
+        for tr in self.t.values():
+            await tr.close()
+
+
+ITEMS = ((0, Heartbeat(1, True)), (2, Batch(4, 9, 4, b"group two")), (1, Ack(3, 7)), (0, Batch(5, 1, 5, b"g0")))
+
+
+@run
+async def test_transports_of_three_groups_exchange_whole_bundles():
+    c = Bundled({"n1": 3, "n2": 3})
+    await c.start()
+    try:
+        for a, b in (("n1", "n2"), ("n2", "n1")):
+            await eventually(lambda: c.t[a].send_bundle(b, ITEMS) and c.bundles(b, a), what=f"{a}'s bundle at {b}")
+            assert all(items == ITEMS for items in c.bundles(b, a)), "each bundle delivered whole, in one call"
+        assert not any(kind == "frame" for n in c.got for kind, _, _ in c.got[n])
+        assert c.t["n1"].refused == {} and c.t["n2"].refused == {}
+        assert c.t["n1"].status()["peers"]["n2"]["frames_out"] >= 1
+    finally:
+        await c.close()
+
+
+@run
+async def test_a_bundle_burst_is_drained_in_bounded_wake_ups_with_one_report_each():
+    got: list[tuple[str, Any]] = []
+    timing = TransportTiming(heartbeat=0.04, dead_after=0.3, reconnect=0.02, reconnect_max=0.1, log_every=0.0,
+                             rx_budget=7)
+    a = StreamTransport(config(encrypt=False), "n1", groups=2, on_bundle=lambda s, i: None, timing=timing, bind=LOCAL)
+    b = StreamTransport(config(encrypt=False), "n2", groups=2, timing=timing, bind=LOCAL,
+                        on_bundle=lambda s, items: got.append(("bundle", items)),
+                        on_drained=lambda: got.append(("drained", None)))
+    bound = {"n1": await a.start(), "n2": await b.start()}
+    try:
+        a.update_config(config(bound, encrypt=False))
+        b.update_config(config(bound, encrypt=False))
+        await eventually(lambda: a.send_bundle("n2", ((0, Heartbeat(1, True)),)) and any(k == "bundle" for k, _ in got),
+                         what="the link up")
+        await asyncio.sleep(0.05)
+        got.clear()
+        for i in range(100):   # all queued before the receiver's loop gets a turn
+            assert a.send_bundle("n2", ((0, Batch(1, i + 1, 1, b"x")), (1, Ack(1, i))))
+        await eventually(lambda: sum(k == "bundle" for k, _ in got) == 100, what="all 100 bundles")
+        await asyncio.sleep(0.05)
+        assert [items[0][1].seq for k, items in got if k == "bundle"] == list(range(1, 101))
+        runs = "".join("b" if k == "bundle" else "d" for k, _ in got).split("d")
+        assert runs[-1] == "" and all(len(r) <= 7 for r in runs), runs
+    finally:
+        await a.close()
+        await b.close()
+
+
+@run
+async def test_members_of_another_group_count_are_refused_both_ways_and_told_why(caplog):
+    caplog.set_level(logging.WARNING, "cluster.replication.transport")
+    c = Bundled({"n1": 1, "n2": 3, "n3": 3})   # n1 was left at groups = 1
+    await c.start()
+    try:
+        def refused_both_ways() -> bool:
+            c.t["n1"].send("n2", Heartbeat(1, True))
+            c.t["n2"].send_bundle("n1", ((0, Heartbeat(2, True)),))
+            return all(c.t[n].refused.get("groups_mismatch", 0) >= 2 for n in ("n1", "n2"))
+        await eventually(refused_both_ways, what="the mismatch refused at both ends")
+        said = [r.getMessage() for r in caplog.records]
+        assert any("n1 runs with groups = 1, this node with 3" in m for m in said), said
+        assert any("n2 runs with groups = 3, this node with 1" in m for m in said), said
+        # the members that agree are not disturbed, on either transport
+        await eventually(lambda: c.t["n3"].send_bundle("n2", ITEMS) and c.bundles("n2", "n3"), what="n3 at n2")
+        await eventually(lambda: c.t["n2"].send_bundle("n3", ITEMS) and c.bundles("n3", "n2"), what="n2 at n3")
+        assert not c.bundles("n2", "n1") and not any(s == "n2" for _, s, _ in c.got["n1"])
+        assert set(c.t["n2"].refused) == {"groups_mismatch"}
+    finally:
+        await c.close()
+
+
+def _raw_dealer(ctx: zmq.Context, identity: str, at: Address) -> zmq.Socket:
+    d = ctx.socket(zmq.DEALER)
+    d.setsockopt(zmq.LINGER, 0)
+    d.setsockopt(zmq.IDENTITY, identity.encode())
+    d.connect(f"tcp://{at.host}:{at.port}")
+    return d
+
+
+@run
+async def test_after_refused_bundles_the_same_link_still_delivers_good_ones(caplog):
+    # n3 is played by a raw socket that sends, on one connection, what a misconfigured or hostile
+    # member would; n2 refuses each message alone, keeps the connection, and takes the good one.
+    caplog.set_level(logging.WARNING, "cluster.replication.transport")
+    c = Bundled({"n1": 3, "n2": 3})
+    await c.start()
+    ctx = zmq.Context()
+    d = _raw_dealer(ctx, "n3", c.bound["n2"])
+    try:
+        good = WireCodec("test", SECRET, "n3", groups=3)
+        good_wire = good.encode_bundle(ITEMS, "n2")
+        bad = [WireCodec("test", SECRET, "n3", groups=2).encode_bundle(((1, Ack(1, 1)),), "n2"),   # another G
+               WireCodec("test", SECRET, "n3", groups=4).encode_bundle(((3, Ack(1, 1)),), "n2"),
+               WireCodec("test", SECRET, "n3").encode(Ack(1, 1), "n2"),                             # EM1
+               good_wire[:-1] + bytes((good_wire[-1] ^ 1,)),                                         # tampered
+               good.encode_bundle(ITEMS, "n1"),                                                     # another link's
+               good_wire[:20]]                                                                      # too short
+        for data in bad:
+            d.send(data)
+        d.send(good_wire)
+        await eventually(lambda: c.bundles("n2", "n3"), what="the good bundle")
+        assert c.bundles("n2", "n3") == [ITEMS]
+        assert c.t["n2"].refused == {"groups_mismatch": 3, "unauthenticated": 2, "malformed": 1}
+        assert not any("handling a frame failed" in r.getMessage() for r in caplog.records)
+    finally:
+        d.close(0)
+        ctx.term()
+        await c.close()
+
+
+def _fuzzed(good: WireCodec, wire: bytes, rng: random.Random) -> bytes:
+    """A damaged bundle, or an authentic one around a payload no honest member sends."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        b = bytearray(wire)
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(len(b))] ^= rng.randint(1, 255)
+        return bytes(b)
+    if kind == 1:
+        return wire[:rng.randrange(len(wire))] + rng.randbytes(rng.randrange(4))
+    head = b"EM2\x02n3" + bytes((3 if rng.random() < 0.9 else rng.choice((0, 1, 2, 255)),))
+    if kind == 2:
+        payload = rng.randbytes(rng.randrange(40))
+    else:
+        def value(depth: int) -> Any:
+            pick = rng.randrange(7 if depth < 3 else 5)
+            if pick == 5:
+                return [value(depth + 1) for _ in range(rng.randrange(7))]
+            if pick == 6:
+                return {"k": value(depth + 1)}
+            return (lambda: rng.randint(-3, 300), lambda: rng.choice(("", "x")), lambda: rng.randbytes(3),
+                    lambda: None, lambda: rng.random() < 0.5)[pick]()
+        items = [[rng.randint(-1, 3), rng.randint(-2, 13), *(value(2) for _ in range(rng.randrange(6)))]
+                 for _ in range(rng.randrange(4))]
+        payload = msgpack.packb(items if rng.random() < 0.8 else value(1), use_bin_type=True)
+    return head + payload + good._mac("n2", head + payload)
+
+
+@run
+async def test_fuzzed_bundles_are_refused_one_by_one_and_never_break_the_receive_loop(caplog):
+    caplog.set_level(logging.WARNING, "cluster.replication.transport")
+    c = Bundled({"n1": 3, "n2": 3})
+    await c.start()
+    ctx = zmq.Context()
+    d = _raw_dealer(ctx, "n3", c.bound["n2"])
+    try:
+        good = WireCodec("test", SECRET, "n3", groups=3)
+        wire = good.encode_bundle(ITEMS, "n2")
+        rng = random.Random(7)
+        fuzz = [f for f in (_fuzzed(good, wire, rng) for _ in range(400)) if f != wire]
+        decoded = []
+        for f in fuzz:   # the few fuzzed payloads that are valid bundles are delivered, as they should be
+            try:
+                decoded.append(c.t["n2"].codec.decode_bundle(f)[1])
+            except WireError:
+                pass
+        for f in fuzz:
+            d.send(f)
+        d.send(wire)
+        await eventually(lambda: c.bundles("n2", "n3")[-1:] == [ITEMS], what="the good bundle after the fuzz")
+        assert c.bundles("n2", "n3") == [*decoded, ITEMS]
+        assert sum(c.t["n2"].refused.values()) == len(fuzz) - len(decoded)
+        assert not any("handling a frame failed" in r.getMessage() for r in caplog.records)
+    finally:
+        d.close(0)
+        ctx.term()
+        await c.close()
+
+
+def test_a_transport_delivers_to_the_handler_of_its_group_count():
+    with pytest.raises(ValueError, match="on_bundle"):
+        StreamTransport(config(), "n1", groups=3, on_frame=lambda s, f: None)
+    with pytest.raises(ValueError, match="on_frame"):
+        StreamTransport(config(), "n1", on_bundle=lambda s, i: None)
+    with pytest.raises(ValueError, match="groups"):
+        StreamTransport(config(), "n1", groups=0, on_bundle=lambda s, i: None)

@@ -407,3 +407,23 @@ def test_oversized_bundles_are_rejected_before_authentication():
     rx = WireCodec("c", "s", "n2", groups=2, max_frame=1000)
     with pytest.raises(WireError, match="exceeds"):
         rx.decode_bundle(tx.encode_bundle(((1, Batch(1, 1, 1, b"x" * 2000)),), "n2"))
+
+
+MSGPACK_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 300) | INT64 | st.text(max_size=5) | st.binary(max_size=5),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=20)
+ITEM_SHAPED = st.lists(st.tuples(st.integers(-1, 3), st.integers(-2, len(FRAME_TYPES) + 1),
+                                 st.lists(MSGPACK_VALUES, max_size=6)).map(lambda t: [t[0], t[1], *t[2]]),
+                       max_size=4)
+
+
+@SETTINGS
+@given(ITEM_SHAPED | MSGPACK_VALUES)
+def test_an_authentic_bundle_of_any_shape_decodes_or_raises_wire_error(payload):
+    tx, rx = group_pair()
+    try:
+        sender, items = rx.decode_bundle(_sign_bundle(tx, msgpack.packb(payload, use_bin_type=True)))
+    except WireError:
+        return
+    assert sender == "n1" and items and all(0 <= g < 3 for g, _ in items)
