@@ -500,7 +500,8 @@ def _FAST_HEARTBEAT(v: tuple) -> Any:
     return None
 
 
-# The same checks for the items of a bundle, whose fields come after [group, tag].
+# The same checks for the items of a bundle, whose fields come after [group, tag]. Written out
+# rather than run on a slice of the item, which costs 5% of a bundle's decode per item.
 
 def _ITEM_BATCH(v: tuple) -> Any:
     if len(v) == 6 and type(v[2]) is int and type(v[3]) is int and type(v[4]) is int and type(v[5]) is bytes:
