@@ -42,6 +42,14 @@ through here and decides from every frame that arrives. This transport decides n
 Hostile input. Unauthenticated, malformed, foreign-cluster, unknown-sender or identity-mismatched
 frames are counted by reason and logged at most once per reason per ``log_every`` seconds; they
 never reach the protocol and never stop the receive loop.
+
+Groups. With ``groups`` = 1 a message is one EM1 frame: ``send(to, frame)`` out, ``on_frame(sender,
+frame)`` in. With G >= 2 a message is one EM2 bundle of (group, frame) items, the node's whole
+turn for that peer: ``send_bundle(to, items)`` out, ``on_bundle(sender, items)`` in, one call per
+bundle, so the runtime handles a turn's items together. Which of the two a transport speaks is
+fixed when it is built, so G = 1 runs today's code with nothing tested per frame. A peer
+configured with another G is refused ("groups_mismatch", logged with both counts) and the link
+stays up for the members that agree. The counters (frames_in, frames_out, ...) count messages.
 """
 
 from __future__ import annotations
@@ -57,9 +65,11 @@ from zmq.utils.monitor import parse_monitor_message
 
 from cluster.config import Address, ClusterConfig, Timing
 from cluster.replication.curve import HANDSHAKE_EVENTS, LinkCrypto, handshake_failure
-from cluster.replication.wire import DEFAULT_MAX_FRAME, AuthenticationError, WireCodec, WireError
+from cluster.replication.wire import DEFAULT_MAX_FRAME, AuthenticationError, GroupsMismatch, WireCodec, WireError
 
 log = logging.getLogger("cluster.replication.transport")
+
+_REFUSAL_REASON = {AuthenticationError: "unauthenticated", GroupsMismatch: "groups_mismatch"}
 
 # Plain ints: pyzmq's constants are enum flags, and ``events & zmq.POLLIN`` builds an enum in
 # Python on every call.
@@ -116,24 +126,36 @@ class _RateLimitedLog:
 
 
 FrameHandler = Callable[[str, Any], None]
+BundleHandler = Callable[[str, "tuple[tuple[int, Any], ...]"], None]
 DrainedHandler = Callable[[], None]
 
 
 class StreamTransport:
-    def __init__(self, config: ClusterConfig, self_name: str, *, on_frame: FrameHandler,
+    def __init__(self, config: ClusterConfig, self_name: str, *, on_frame: FrameHandler | None = None,
+                 on_bundle: BundleHandler | None = None, groups: int = 1,
                  on_drained: DrainedHandler | None = None, timing: TransportTiming | None = None,
                  bind: Address | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """``on_frame`` receives each frame when ``groups`` is 1, ``on_bundle`` each bundle's
+        items when it is more."""
+        deliver = on_frame if groups == 1 else on_bundle
+        if deliver is None:
+            raise ValueError(f"a stream of groups = {groups} delivers to {'on_frame' if groups == 1 else 'on_bundle'}")
         self.self_name = self_name
+        self.groups = groups
         self.timing = timing or TransportTiming.from_timing(config.timing)
         self._config = config
         self._bind = bind or config.node(self_name).stream_addr
         if self._bind is None:
             raise ValueError(f"node {self_name} has no stream address to bind")
-        self._on_frame = on_frame
+        self._deliver = deliver
         self._on_drained = on_drained
         self.draining = False       # frames are being handed to on_frame; on_drained follows
         self._clock = clock
-        self.codec = WireCodec(config.name, config.secret, self_name, max_frame=self.timing.max_frame)
+        self.codec = WireCodec(config.name, config.secret, self_name, max_frame=self.timing.max_frame, groups=groups)
+        if groups == 1:
+            self._encode, self._decode = self.codec.encode, self.codec.decode
+        else:
+            self._encode, self._decode = self.codec.encode_bundle, self.codec.decode_bundle
         self.crypto = LinkCrypto(config.secret, self_name, config.encrypt_links)
         self.peers: dict[str, _Peer] = {}
         self.refused: dict[str, int] = {}
@@ -210,13 +232,14 @@ class StreamTransport:
     # -- sending -----------------------------------------------------------------------------------
 
     def send(self, to: str, frame: Any) -> bool:
-        """Queue ``frame`` for ``to``; False (and counted) when it had to be dropped."""
+        """Queue ``frame`` for ``to``; False (and counted) when it had to be dropped. With G >= 2
+        this is ``send_bundle``: what it queues is a bundle of ``frame``'s (group, frame) items."""
         p = self.peers.get(to)
         if p is None or p.sock is None:
             if p is not None:
                 p.send_dropped += 1
             return False
-        data = self.codec.encode(frame, to)
+        data = self._encode(frame, to)
         try:
             p.sock.send(data, _NOBLOCK)
         except zmq.Again:
@@ -229,6 +252,9 @@ class StreamTransport:
         p.frames_out += 1
         p.bytes_out += len(data)
         return True
+
+    # G >= 2: one bundle per peer per turn, (group, frame) items, through the same code.
+    send_bundle = send
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -308,7 +334,7 @@ class StreamTransport:
                         reason, who, detail)
 
     def _readable(self) -> None:
-        """Hand what arrived to ``on_frame``, then call ``on_drained`` once: a node answers
+        """Hand what arrived to ``on_frame`` (``on_bundle``), then call ``on_drained`` once: a node answers
         (acks, the next batch) in this turn of the loop, for every frame of the drain at once."""
         if self._router is None:
             return
@@ -358,9 +384,9 @@ class StreamTransport:
             return
         identity, data = parts
         try:
-            sender, frame = self.codec.decode(data)
+            sender, frame = self._decode(data)
         except WireError as err:
-            reason = "unauthenticated" if isinstance(err, AuthenticationError) else "malformed"
+            reason = _REFUSAL_REASON.get(type(err), "malformed")
             self._refuse(reason, f"{err} (claims to be {self.codec.peek_sender(data)!r})", identity)
             return
         p = self.peers.get(sender)
@@ -373,7 +399,7 @@ class StreamTransport:
         p.last_rx = self._clock()
         p.frames_in += 1
         p.bytes_in += len(data)
-        self._on_frame(sender, frame)
+        self._deliver(sender, frame)
 
 def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
