@@ -13,7 +13,8 @@ run in turns: once against the master's endpoint (``direct``), once against a re
 measured window, per acknowledged send. The forwarder is the replica the forwarded runs are
 sent to; ``f`` is its CPU per send when it forwards minus its CPU per send when the same load
 goes to the master (where it only applies the stream), taken within each round, and the median
-of the rounds is reported with each round.
+of the rounds is reported with each round. The suite ends with bench/queue_key_bench.py: what
+reading a request's queue before the full parse costs, against that parse.
 
     python -m bench --only forward [--quick]
 """
@@ -32,7 +33,7 @@ from typing import Any
 
 from bench.loadgen.runner import Job, Pool
 from bench.loadgen.sqs import JSON
-from bench.process_cpu import cpu_of, loadavg, threads_cpu
+from bench.process_cpu import cpu_of, loadavg, loop_sleeps, threads_cpu
 from bench.replication_setup import ALL, CONNECTIONS, PROCESSES, call, create_queue, port_of, replicas_caught_up
 
 DIRECT, FORWARDED = "direct", "forwarded"
@@ -46,7 +47,7 @@ class Sizes:
 
     @classmethod
     def of(cls, quick: bool) -> "Sizes":
-        return cls(1.0, 2) if quick else cls(3.0, 5)
+        return cls(1.0, 2) if quick else cls(3.0, 4)
 
 
 class Probe:
@@ -70,7 +71,8 @@ class Probe:
     def _cpu(self) -> dict[str, Any]:
         procs = self.cluster.procs
         return {**{n: cpu_of(p.popen.pid) for n, p in procs.items()},
-                "threads": threads_cpu(procs[self.forwarder].popen.pid)}
+                "threads": threads_cpu(procs[self.forwarder].popen.pid),
+                "sleeps": loop_sleeps(procs[self.forwarder].popen.pid) or 0}
 
     def run_one(self, mode: str, rnd: int, duration: float | None = None) -> dict:
         self.ready()
@@ -102,7 +104,9 @@ class Probe:
                # I/O threads (the stream's frames, CURVE), the rest (pysyncobj)
                "forwarder_cpu_us_per_send_by_thread": {
                    k: round(1e6 * (v - marks["a"]["threads"].get(k, 0.0)) / sends, 1)
-                   for k, v in marks["b"]["threads"].items()}}
+                   for k, v in marks["b"]["threads"].items()},
+               # how often its event loop slept (each sleep a wake-up, bench/wake_cost.py)
+               "forwarder_loop_sleeps_per_send": round((marks["b"]["sleeps"] - marks["a"]["sleeps"]) / sends, 3)}
         self.runs.append(row)
         return row
 
@@ -144,7 +148,13 @@ def suite(quick: bool, log=print) -> dict:
         finally:
             c.close()
             pool.close()
-    return report(probe.runs, machine, {"loadavg_before": before, "loadavg_after": loadavg()}, sizes, log)
+    out = report(probe.runs, machine, {"loadavg_before": before, "loadavg_after": loadavg()}, sizes, log)
+    from bench import queue_key_bench
+
+    out["queue_key"] = queue_key_bench.run(1_000 if quick else 3_000)
+    log("  queue_key_of against the full parse, µs per request: " + "; ".join(
+        f"{name} {r['queue_key_us']:.2f} / {r['full_parse_us']:.2f}" for name, r in out["queue_key"].items()))
+    return out
 
 
 def _median(xs: list[float]) -> float:
@@ -164,6 +174,8 @@ def report(runs: list[dict], machine: dict, env: dict, sizes: Sizes, log=print) 
                                        for role in ("master", "forwarder", "other_replica")},
             "forwarder_cpu_us_per_send_by_thread_median": {
                 k: _median([r["forwarder_cpu_us_per_send_by_thread"][k] for r in rows]) for k in ("loop", "zmq", "other")},
+            "forwarder_loop_sleeps_per_send_median": round(
+                statistics.median(r["forwarder_loop_sleeps_per_send"] for r in rows), 3),
             "errors": sum(r["error_count"] for r in rows)}
     pairs = [(by[(FORWARDED, n)], by[(DIRECT, n)]) for n in rounds if (FORWARDED, n) in by and (DIRECT, n) in by]
 
