@@ -131,8 +131,8 @@ def cpu_profile(quick: bool) -> dict | None:
 
 
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "encryption": encryption, "forward": forward, "sigv4": sigv4, "durability": durability, "sizing": sizing, "sim": sim,
-          "cpu_profile": cpu_profile}
+          "encryption": encryption, "forward": forward, "sigv4": sigv4, "durability": durability, "sizing": sizing,
+          "sim": sim, "cpu_profile": cpu_profile}
 
 
 def main(argv: list[str] | None = None) -> int:

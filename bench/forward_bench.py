@@ -173,7 +173,8 @@ def report(runs: list[dict], machine: dict, env: dict, sizes: Sizes, log=print) 
             "cpu_us_per_send_median": {role: _median([r["cpu_us_per_send"][role] for r in rows])
                                        for role in ("master", "forwarder", "other_replica")},
             "forwarder_cpu_us_per_send_by_thread_median": {
-                k: _median([r["forwarder_cpu_us_per_send_by_thread"][k] for r in rows]) for k in ("loop", "zmq", "other")},
+                k: _median([r["forwarder_cpu_us_per_send_by_thread"][k] for r in rows])
+                for k in ("loop", "zmq", "other")},
             "forwarder_loop_sleeps_per_send_median": round(
                 statistics.median(r["forwarder_loop_sleeps_per_send"] for r in rows), 3),
             "errors": sum(r["error_count"] for r in rows)}
@@ -195,7 +196,8 @@ def report(runs: list[dict], machine: dict, env: dict, sizes: Sizes, log=print) 
             for k in ("loop", "zmq", "other")},
         "forwarder_cpu_forwarded_over_direct": within(lambda a, b: cpu(a, "forwarder") / cpu(b, "forwarder")),
         "master_cpu_forwarded_over_direct": within(lambda a, b: cpu(a, "master") / cpu(b, "master")),
-        "forward_cost_over_master_cpu": within(lambda a, b: (cpu(a, "forwarder") - cpu(b, "forwarder")) / cpu(b, "master")),
+        "forward_cost_over_master_cpu": within(
+            lambda a, b: (cpu(a, "forwarder") - cpu(b, "forwarder")) / cpu(b, "master")),
         "throughput_forwarded_over_direct": within(lambda a, b: a["msgs_per_s"] / b["msgs_per_s"]),
     }
     f = ratios["forward_cost_us"]
