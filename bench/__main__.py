@@ -80,6 +80,12 @@ def encryption(quick: bool) -> dict:
     return encryption_bench.suite(quick)
 
 
+def forward(quick: bool) -> dict:
+    from bench import forward_bench  # imported here: it starts real cluster processes
+
+    return forward_bench.suite(quick)
+
+
 def sigv4(quick: bool) -> dict:
     from bench import sigv4_bench  # imported here: it starts real server processes
 
@@ -125,8 +131,8 @@ def cpu_profile(quick: bool) -> dict | None:
 
 
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "encryption": encryption, "sigv4": sigv4, "durability": durability, "sizing": sizing, "sim": sim,
-          "cpu_profile": cpu_profile}
+          "encryption": encryption, "forward": forward, "sigv4": sigv4, "durability": durability, "sizing": sizing,
+          "sim": sim, "cpu_profile": cpu_profile}
 
 
 def main(argv: list[str] | None = None) -> int:

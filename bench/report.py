@@ -50,6 +50,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "master-budget": rt.master_budget,
     "cpu-model": rt.cpu_model,
     "encryption": t.encryption,
+    "forward": t.forward,
     "sigv4": t.sigv4,
     "durability-throughput": t.durability_throughput,
     "durability-recovery": t.durability_recovery,

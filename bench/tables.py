@@ -235,6 +235,31 @@ def encryption(results: Results) -> str:
                                       f"{cfg['duration_s']:g} s; {loads(e['environment'])}"))
 
 
+def forward(results: Results) -> str:
+    e = results["forward"]
+    r, w, cfg = e["results"], e["ratios"], e["config"]
+    rows = []
+    for key, label in (("direct", "to the master's endpoint"), ("forwarded", "to a replica's endpoint (forwarded)")):
+        x, cpu = r[key], r[key]["cpu_us_per_send_median"]
+        rows.append((label, num(x["msgs_per_s_median"]), f"{x['p50_ms_median']:.2f}", num(cpu["master"], 1),
+                     num(cpu["forwarder"], 1), num(cpu["other_replica"], 1), str(x["errors"])))
+    us = lambda x: f"{x:.1f}"  # noqa: E731
+    th = w["forward_cost_by_thread_us"]
+    keys = "; ".join(f"{name} {k['queue_key_us']:.2f} ({k['full_parse_us']:.2f})" for name, k in e["queue_key"].items())
+    return block(
+        table((f"3 nodes, `majority`, send 100 B, {cfg['connections']} connections", "sends/s", "p50 ms",
+               "CPU µs/send: master", "forwarder", "other replica", "errors"), rows, right=(1, 2, 3, 4, 5, 6)),
+        f"Forwarder's CPU per forwarded send, f, within each round: {ratio_rounds(w['forward_cost_us'], us, ' µs')} "
+        f"against its own run as a plain replica; {ratio_rounds(w['forward_cost_vs_other_replica_us'], us, ' µs')} "
+        f"against the other replica of the same run. By thread: event loop {us(th['loop']['median'])}, "
+        f"libzmq {us(th['zmq']['median'])}, other {us(th['other']['median'])} µs; its loop slept "
+        f"{r['forwarded']['forwarder_loop_sleeps_per_send_median']} times per send. The master spent "
+        f"{w['master_cpu_forwarded_over_direct']['median']:.2f}x its direct CPU per send. Goal: f <= "
+        f"{e['goal']['forward_cost_us_at_most']:g} µs: {verdict(e['goal']['met'])}. `queue_key_of` "
+        f"(elasticmq_py/protocol/queue_key.py), µs per request, the endpoint's full parse in brackets: {keys}.",
+        source(results, "forward", f"{cfg['rounds']} rounds of {cfg['duration_s']:g} s; {loads(e['environment'])}"))
+
+
 def sigv4(results: Results) -> str:
     e = results["sigv4"]
     r, w, cfg = e["results"], e["ratios"], e["config"]

@@ -90,7 +90,7 @@ def _parse_ascii(raw: bytes, out: dict[str, str]) -> None:
             out[key] = _unquote_cached(value)
 
 
-def _is_queue_path(path: str) -> bool:
+def is_queue_path(path: str) -> bool:
     return path.strip("/").count("/") == 1
 
 
@@ -98,14 +98,14 @@ def action_of(form: dict[str, str], model: ServiceModel, path: str = "/") -> str
     action = form.get("Action")
     if action is None:
         raise perr.UNKNOWN_OPERATION("")
-    if action not in model.operations or (action in _QUEUELESS and _is_queue_path(path)):
+    if action not in model.operations or (action in _QUEUELESS and is_queue_path(path)):
         raise INVALID_ACTION(f"The action {action[:128]} is not valid for this endpoint.")
     return action
 
 
 def parse(action: str, form: dict[str, str], model: ServiceModel, path: str = "/") -> dict:
     shape = model.operations[action].input
-    if "QueueUrl" in shape.members and "QueueUrl" not in form and _is_queue_path(path):
+    if "QueueUrl" in shape.members and "QueueUrl" not in form and is_queue_path(path):
         # older SDKs address queue actions by posting to the queue URL itself
         form = {**form, "QueueUrl": path}
     tree = from_query(shape, form)

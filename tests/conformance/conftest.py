@@ -22,7 +22,9 @@ import botocore.session
 import pytest
 from botocore.config import Config as BotoConfig
 
+from tests.conformance import recording_server
 from tests.endpoint.conftest import ServerProcess
+from tests.endpoint.queue_keys import disagreements
 from tests.endpoint.external_clients import OLD_BOTOCORE, ensure
 
 JSON, QUERY = "json", "query"
@@ -31,11 +33,17 @@ _CREDENTIALS = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secre
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = ServerProcess()
+def server(tmp_path_factory):
+    recorded = tmp_path_factory.mktemp("requests") / "requests.msgpack"
+    s = ServerProcess(launcher=("-m", "tests.conformance.recording_server", str(recorded)))
     yield s
     err = s.stop()
     assert "Traceback" not in err, err   # the server logs tracebacks only for internal errors
+    # Every request the module sent, replayed in-process: the cheap queue key a member routes by
+    # (elasticmq_py/protocol/queue_key.py) never disagrees with the full parse.
+    requests = recording_server.read(recorded)
+    wrong, _ = disagreements(requests)
+    assert not wrong, f"{len(wrong)} of {len(requests)} requests:\n" + "\n".join(wrong[:20])
 
 
 @pytest.fixture(scope="session")

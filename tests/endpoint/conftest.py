@@ -46,9 +46,10 @@ ROOT = Path(__file__).parents[2]
 
 
 class ServerProcess:
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, launcher: tuple[str, ...] = ("-m", "elasticmq_py")):
+        # launcher: what runs the CLI (tests/conformance/recording_server.py wraps it)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "elasticmq_py", "serve", "--port", "0", "--print-port",
+            [sys.executable, *launcher, "serve", "--port", "0", "--print-port",
              "--log-level", "WARNING", *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
