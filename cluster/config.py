@@ -134,6 +134,16 @@ class Timing:
     debounce: float = 0.25           # a changed reachable set must hold this long before a new view
     gather: float = 0.05             # a new master waits this long for stragglers before its first view
     proposal_retry: float = 1.0      # an uncommitted view proposal is re-made after this long
+    # Queue groups (cluster/assignment.py). The Raft leader moves a group whose master it has not
+    # heard from for `group_suspect` (None: election_min, resolved at construction), and hands a
+    # group to a member only once that member has been in the view and reachable for
+    # `rebalance_quiet`. Neither is read when the cluster has one group.
+    group_suspect: float | None = None
+    rebalance_quiet: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.group_suspect is None:
+            object.__setattr__(self, "group_suspect", self.election_min)
 
     def validate(self) -> "Timing":
         problems = []
@@ -163,6 +173,13 @@ class Timing:
                 problems.append(f"{name} must be > 0")
         if not self.gather >= 0:
             problems.append("gather must be >= 0")
+        if not self.heartbeat < self.group_suspect <= self.election_min:
+            problems.append("group_suspect must be in (heartbeat, election_min]: a live member is heard from once a "
+                            "heartbeat, and a new leader moves the old leader's groups at once only because an "
+                            "election took at least election_min of silence")
+        if not self.rebalance_quiet > self.suspect + self.debounce:
+            problems.append("rebalance_quiet must exceed suspect + debounce: a member that goes silent right after "
+                            "joining must leave the view before it could be handed a group")
         if problems:
             raise ConfigError("unsafe or invalid timing: " + "; ".join(problems))
         return self

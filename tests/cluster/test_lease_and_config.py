@@ -53,6 +53,31 @@ def test_default_timing_is_safe_and_unsafe_timing_is_refused():
         Timing(election_min=0.1).validate()
 
 
+def test_group_timers_default_to_the_election_timeout_and_ten_seconds():
+    t = Timing()
+    assert (t.group_suspect, t.rebalance_quiet) == (t.election_min, 10.0)
+    slow = Timing(heartbeat=0.1, election_min=0.8, election_max=1.6, vote_guard=0.7, lease=0.6,
+                  connection_timeout=2.0, keepalive=0.4)
+    assert slow.validate().group_suspect == 0.8, "follows election-min when not set"
+    assert Timing(group_suspect=0.15).validate().group_suspect == 0.15
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"group_suspect": 0.05}, "group_suspect"),     # = heartbeat: live members look silent between beats
+    ({"group_suspect": 0.25}, "group_suspect"),     # > election_min: a new leader would wait for the old one's groups
+    ({"rebalance_quiet": 0.75}, "rebalance_quiet"),  # = suspect + debounce
+])
+def test_group_timers_are_checked(over, match):
+    with pytest.raises(ConfigError, match=match):
+        Timing(**over).validate()
+
+
+def test_group_timers_are_configurable_and_round_trip():
+    cfg = NodeConfig.from_dict(_doc(timing={"group-suspect": 0.15, "rebalance-quiet": 30}))
+    assert (cfg.timing.group_suspect, cfg.timing.rebalance_quiet) == (0.15, 30.0)
+    assert NodeConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
 def _doc(**over):
     d = {"cluster": "c", "secret": "s", "self": "n1",
          "nodes": [{"name": "n1", "raft": "127.0.0.1:1001", "stream": "127.0.0.1:2001"},
