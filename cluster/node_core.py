@@ -87,6 +87,8 @@ class CoreSettings:
     snapshot_min_bytes: int = 64 * 1024 * 1024
     snapshot_step_bytes: int = STEP_BYTES          # how much a compaction step reads
     snapshot_blob_records: int = RECORDS_PER_BLOB
+    # Queue groups: the Raft leader's views name each group's master (cluster/assignment.py).
+    groups: int = 1
 
 
 def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False,
@@ -111,7 +113,8 @@ class NodeCore:
         t = settings.timing
         self.timing = t
         self.members = tuple(sorted(members))
-        self.membership = MembershipCore(name, t, frozenset({REPLICATION_GATE}), configured=frozenset(self.members))
+        self.membership = MembershipCore(name, t, frozenset({REPLICATION_GATE}), settings.groups,
+                                         configured=frozenset(self.members))
         if log is None:
             log = ReplicationLog(settings.log_limit_bytes, journaled=settings.journal)
         assert (log.unjournaled is not None) == settings.journal, "a journaled node needs a journaled log"
