@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from cluster.assignment import Plan, PlanInput, initial, plan
 from cluster.config import Timing
+from cluster.membership import View, accept_view
 
 T = Timing()
 QUIET = T.rebalance_quiet
@@ -219,3 +220,24 @@ def test_every_move_raises_the_groups_epoch(count, m, data):
     out = plan(pin(groups, members, reachable=reachable, released=released, resigned=resigned, term=term))
     for (m0, e0), (m1, e1) in zip(groups, out.groups or groups):
         assert (m1, e1) == (m0, e0) or (e1 == max(e0 + 1, term) and m1 in reachable)
+
+
+@given(st.integers(1, 8), st.integers(1, 6), st.data())
+@settings(max_examples=300)
+def test_a_view_the_planner_makes_from_the_committed_one_always_installs(count, m, data):
+    configured = NAMES[:m]
+    committed = tuple((data.draw(st.sampled_from(configured)), data.draw(st.integers(1, 20))) for _ in range(count))
+    members = tuple(sorted({"a"} | data.draw(st.sets(st.sampled_from(configured)))))
+    term = data.draw(st.integers(1, 25))
+    p = PlanInput(count, "a", committed, members, frozenset(configured),
+                  frozenset({"a"} | data.draw(st.sets(st.sampled_from(configured)))),
+                  {x: data.draw(st.floats(0, 200)) for x in members}, 100.0, term, T,
+                  resigned=frozenset(data.draw(st.sets(st.integers(0, count - 1), max_size=2))),
+                  released=data.draw(st.dictionaries(st.integers(0, count - 1), st.sampled_from(configured), max_size=2)))
+    out = plan(p)
+    previous = View(7, tuple(sorted(set(configured))), "a", 1, committed)
+    proposed = View(8, members, "a", term, out.groups if out.groups is not None else committed)
+    assert accept_view(previous, proposed), "the leader (always reachable) takes whatever nobody else can"
+    if out.handover is not None:
+        g, to = out.handover
+        assert to in members and to != committed[g][0]
