@@ -10,11 +10,11 @@ own ``Storage``. A few commands still look across queues, and ``Storage`` asks i
 - StartMessageMoveTask's "source is a dead-letter queue" check: the other groups' queues are
   scanned only when none of this group's names the source as its dead-letter queue;
 - ListQueues and ListDeadLetterSourceQueues: every group's names, merged before paging, so a
-  NextToken walks them all.
+  NextToken walks them all;
+- the dead-letter move on receive and a move task's step: a destination found here, in another
+  group, is reached through the outbox (storage/outbox.py).
 
-The catalogue only reads: no command mutates two groups' storages. A dead-letter move on
-receive and a move task's progress write to a queue of their own group only; a destination in
-another group is not reached through the catalogue.
+The catalogue only reads: no command mutates two groups' storages.
 
 A ``Storage`` with no catalogue (one group, the embedded store) holds every queue there is, and
 none of these paths costs anything more than a test of ``catalogue is None``.

@@ -256,6 +256,72 @@ class Tick(Record):
     max_effects: int = 10_000
 
 
+# --- internal commands: moves between replication groups (storage/outbox.py) -----------------
+#
+# Never built from an SQS request: the move driver of a group's master issues them. A message
+# moved to a queue of another group leaves its source into the source group's outbox, is adopted
+# by the destination group, and is forgotten by both once each knows the other has it.
+
+class MovedMessage(Record):
+    """A message on its way to a queue of another group: what the destination needs to adopt it
+    as a move within one group would have added it (see ``Redrive._arrival``)."""
+
+    message_id: str
+    body: str
+    attributes: MessageAttributes
+    system_attributes: MessageAttributes
+    md5_of_body: str
+    md5_of_attributes: str | None
+    md5_of_system_attributes: str | None
+    sent_ms: int
+    sender_id: str
+    group_id: str | None
+    deduplication_id: str | None
+    dlq_source_arn: str | None    # the source queue's ARN for a dead-letter move; None for a task's redrive
+    receive_count: int            # as in the source queue
+    first_receive_ms: int
+    source_fifo: bool             # a destination of the other type refuses it
+
+
+class MoveItem(Record):
+    move_id: str
+    dst_arn: str
+    message: MovedMessage
+
+
+class AdoptMoved(Record):
+    """Destination group: add each message to its queue, once per ``move_id`` (an id adopted
+    before is answered accepted again and changes nothing)."""
+
+    items: tuple[MoveItem, ...]
+
+
+class AcceptOutbox(Record):
+    """Source group: the destination holds these moves (PENDING -> ACCEPTED)."""
+
+    move_ids: tuple[str, ...]
+
+
+class ReturnOutbox(Record):
+    """Source group: the destination refused this move (``reason``: one of storage.outbox's
+    REFUSED_*); the message goes back to its source queue."""
+
+    move_id: str
+    reason: str
+
+
+class ClearOutbox(Record):
+    """Source group: the destination forgot these accepted moves; drop them."""
+
+    move_ids: tuple[str, ...]
+
+
+class ForgetMove(Record):
+    """Destination group: the source will never offer these moves again."""
+
+    move_ids: tuple[str, ...]
+
+
 Command = (
     CreateQueue | DeleteQueue | GetQueueUrl | ListQueues | GetQueueAttributes | SetQueueAttributes
     | PurgeQueue | TagQueue | UntagQueue | ListQueueTags | AddPermission | RemovePermission

@@ -9,10 +9,11 @@ instead), so a rejected command never leaves a trace.
 ``Storage`` is composed of one mixin per concern, each in its own module: queue_actions (queue
 administration), permissions (AddPermission, RemovePermission), sending, receiving, handles
 (deletes and visibility changes by receipt handle), redrive (dead-letter queues and message
-move tasks), appliers (what each mutation does to the state) and snapshots (the whole state as
-records). They share this object's state and its handler table, so a command costs the same
-calls as it would in one class. FIFO's sequence numbers and retried receives are in fifo;
-whether a command's ``caller`` may act on another account's queue is in access.
+move tasks), outbox (moves to a queue of another replication group), appliers (what each
+mutation does to the state) and snapshots (the whole state as records). They share this
+object's state and its handler table, so a command costs the same calls as it would in one
+class. FIFO's sequence numbers and retried receives are in fifo; whether a command's ``caller``
+may act on another account's queue is in access.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from storage.appliers import Appliers
 from storage.catalogue import Catalogue
 from storage.clock import Clock
 from storage.commands import (
-    AddPermission, CancelMessageMoveTask, ChangeMessageVisibility, ChangeMessageVisibilityBatch,
-    CreateQueue, DeleteMessage, DeleteMessageBatch, DeleteQueue, GetQueueAttributes, GetQueueUrl,
-    ListDeadLetterSourceQueues, ListMessageMoveTasks, ListQueues, ListQueueTags, PurgeQueue, QueueKey,
-    ReceiveMessage, RemovePermission, SendMessage, SendMessageBatch, SetQueueAttributes, StartMessageMoveTask,
-    TagQueue, Tick, UntagQueue,
+    AcceptOutbox, AddPermission, AdoptMoved, CancelMessageMoveTask, ChangeMessageVisibility,
+    ChangeMessageVisibilityBatch, ClearOutbox, CreateQueue, DeleteMessage, DeleteMessageBatch, DeleteQueue,
+    ForgetMove, GetQueueAttributes, GetQueueUrl, ListDeadLetterSourceQueues, ListMessageMoveTasks, ListQueues,
+    ListQueueTags, PurgeQueue, QueueKey, ReceiveMessage, RemovePermission, ReturnOutbox, SendMessage,
+    SendMessageBatch, SetQueueAttributes, StartMessageMoveTask, TagQueue, Tick, UntagQueue,
 )
 from storage.errors import UNSUPPORTED_OPERATION, SqsError, queue_does_not_exist
 from storage.handles import Handles
@@ -40,10 +41,12 @@ from storage.keys import key_names, parse_arn
 from storage.limits import STRICT, Limits
 from storage.model import Queue
 from storage.mutations import (
-    AttemptRecorded, MessageAdded, MessageChanged, MessageDeleted, MessageRestored, MessagesRestored,
-    MoveTaskUpdated, Mutation, Pruned, QueueCreated, QueueDeleted, QueuePurged, QueueRestored, QueueUpdated,
+    AttemptRecorded, MessageAdded, MessageChanged, MessageDeleted, MessageOutboxed, MessageRestored,
+    MessagesRestored, MoveAdopted, MovesForgotten, MoveTaskUpdated, Mutation, OutboxAccepted, OutboxCleared,
+    OutboxRestored, OutboxReturned, Pruned, QueueCreated, QueueDeleted, QueuePurged, QueueRestored, QueueUpdated,
     StorageRestored, TombstoneCleared,
 )
+from storage.outbox import Outbox
 from storage.permissions import Permissions
 from storage.queue_actions import QUEUE_TOMBSTONE_MS, QueueActions
 from storage.receiving import Receiving
@@ -56,7 +59,7 @@ log = logging.getLogger(__name__)
 _NO_QUEUE = QueueKey("", "", "")   # what a command naming no queue (GetQueueUrl, move tasks) is checked as
 
 
-class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, Appliers, Snapshots):
+class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, Outbox, Appliers, Snapshots):
     """All queues of all namespaces, in memory. Not thread-safe: one owner calls it."""
 
     def __init__(self, clock: Clock, ids: IdSource | None = None, limits: Limits = STRICT):
@@ -72,6 +75,7 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
         self._tombstones: dict[QueueKey, int] = {}
         self._next_qid = 0
         self._now = 0  # the time of the command or mutation being applied: index placement only
+        self._init_outbox()
         self._handlers: dict[type, Callable[[Any, int, list], Any]] = {
             CreateQueue: self._create_queue, DeleteQueue: self._delete_queue,
             GetQueueUrl: self._get_queue_url, ListQueues: self._list_queues,
@@ -88,6 +92,8 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
             StartMessageMoveTask: self._start_message_move_task,
             CancelMessageMoveTask: self._cancel_message_move_task,
             ListMessageMoveTasks: self._list_message_move_tasks, Tick: self._tick,
+            AdoptMoved: self._adopt_moved, AcceptOutbox: self._accept_outbox, ReturnOutbox: self._return_outbox,
+            ClearOutbox: self._clear_outbox, ForgetMove: self._forget_move,
         }
         self._appliers: dict[type, Callable[[Any], None]] = {
             QueueCreated: self._apply_queue_created, QueueUpdated: self._apply_queue_updated,
@@ -98,6 +104,10 @@ class Storage(QueueActions, Permissions, Sending, Receiving, Handles, Redrive, A
             MoveTaskUpdated: self._apply_move_task_updated, QueueRestored: self._apply_queue_restored,
             MessageRestored: self._apply_message_restored, StorageRestored: self._apply_storage_restored,
             MessagesRestored: self._apply_messages_restored,
+            MessageOutboxed: self._apply_message_outboxed, OutboxAccepted: self._apply_outbox_accepted,
+            OutboxReturned: self._apply_outbox_returned, OutboxCleared: self._apply_outbox_cleared,
+            MoveAdopted: self._apply_move_adopted, MovesForgotten: self._apply_moves_forgotten,
+            OutboxRestored: self._apply_outbox_restored,
         }
 
     # --- the state machine interface ---------------------------------------------------------

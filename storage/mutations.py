@@ -181,6 +181,68 @@ class MoveTaskUpdated(Record):
     task: MoveTaskRecord
 
 
+# --- moves between replication groups (storage/outbox.py) ------------------------------------
+#
+# The outbox (source group) and ``moves_in`` (destination group) take their entries in the order
+# of a counter decided on the master (``seq``), and an entry whose ``seq`` is below the counter
+# is one applied before, maybe since cleared: a replayed MessageOutboxed or MoveAdopted never
+# brings a finished move back, as a replayed MessageAdded never brings back a deleted message.
+
+class OutboxEntry(Record):
+    """A message that left queue ``qid`` for ``dst_arn`` in another group."""
+
+    move_id: str
+    seq: int
+    qid: int
+    dst_arn: str
+    message: MessageRecord       # as it left its queue: what a return restores
+    dlq_source_arn: str | None   # the move's: the source queue's ARN for a dead-letter move
+    task_id: str | None          # the move task that moved it, if one did
+    accepted: bool = False       # the destination holds it (PENDING until then)
+
+
+class MessageOutboxed(Record):
+    """The message leaves its queue for the outbox (instead of a MessageDeleted + MessageAdded
+    within one group). Removes the message only at the version it left with: a returned
+    message has a later one."""
+
+    qid: int
+    move_id: str
+    dst_arn: str
+    message: MessageRecord
+    dlq_source_arn: str | None
+    task_id: str | None
+    seq: int
+
+
+class OutboxAccepted(Record):
+    move_ids: tuple[str, ...]
+
+
+class OutboxReturned(Record):
+    """The move's entry leaves the outbox and ``message`` goes back into queue ``qid``, unless
+    the entry is gone already (applied before), the queue is, or a purge passed the message."""
+
+    move_id: str
+    qid: int
+    message: MessageRecord
+
+
+class OutboxCleared(Record):
+    move_ids: tuple[str, ...]
+
+
+class MoveAdopted(Record):
+    """Destination group: ``move_id`` was adopted (its MessageAdded precedes this)."""
+
+    move_id: str
+    seq: int
+
+
+class MovesForgotten(Record):
+    move_ids: tuple[str, ...]
+
+
 # --- snapshot-only records -------------------------------------------------------------------
 
 class QueueRestored(Record):
@@ -231,8 +293,20 @@ class StorageRestored(Record):
     tombstones: tuple[tuple[QueueKey, int], ...]
 
 
+class OutboxRestored(Record):
+    """The outbox and ``moves_in`` with their counters, read at one instant; a snapshot has it
+    only once either counter has moved (a storage of a single group never has one)."""
+
+    outbox_next: int
+    outbox: tuple[OutboxEntry, ...]
+    moves_in_next: int
+    moves_in: tuple[tuple[str, int], ...]   # (move_id, seq)
+
+
 Mutation = (
     QueueCreated | QueueUpdated | QueueDeleted | TombstoneCleared | QueuePurged | MessageAdded
     | MessageChanged | MessageDeleted | AttemptRecorded | Pruned | MoveTaskUpdated
     | QueueRestored | MessageRestored | StorageRestored | MessagesRestored
+    | MessageOutboxed | OutboxAccepted | OutboxReturned | OutboxCleared | MoveAdopted | MovesForgotten
+    | OutboxRestored
 )

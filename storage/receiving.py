@@ -86,7 +86,7 @@ class Receiving:
                 self._emit(out, MessageDeleted(q.qid, rec.message_id))
                 continue
             if redrive is not None and msg.receive_count >= redrive.max_receive_count:
-                dlq = self._queue_by_arn(redrive.dlq_arn)
+                dlq = self._find_by_arn(redrive.dlq_arn)
                 if dlq is not None and dlq is not q:
                     self._move(q, msg, dlq, now, out, dlq_source=q.arn)
                     continue

@@ -2,13 +2,14 @@
 queue, ListDeadLetterSourceQueues, and message move tasks (the redrive back out).
 
 A mixin of ``Storage`` (storage/engine.py). A move is a ``MessageDeleted`` from one queue and a
-``MessageAdded`` to the other; a task's progress is a ``MoveTaskUpdated``, advanced by ``Tick``.
+``MessageAdded`` to the other, or, to a queue of another replication group, a step through the
+outbox (storage/outbox.py); a task's progress is a ``MoveTaskUpdated``, advanced by ``Tick``.
 
 With several replication groups (storage/catalogue.py), the checks and lists here read every
 group's queues: a RedrivePolicy's target, a move task's destination, whether a task's source is
 a dead-letter queue, and ListDeadLetterSourceQueues' sources may be in another group. A queue a
 command acts on (a move task's source, the queue whose sources are listed) is this group's, as
-is every queue a move writes to.
+is every queue a move writes to: a move to another group's queue leaves through the outbox.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import msgspec
 from storage import validation as v
 from storage.access import access_denied
 from storage.commands import (
-    CancelMessageMoveTask, ListDeadLetterSourceQueues, ListMessageMoveTasks, QueueKey, StartMessageMoveTask,
+    CancelMessageMoveTask, ListDeadLetterSourceQueues, ListMessageMoveTasks, MovedMessage, QueueKey,
+    StartMessageMoveTask,
 )
 from storage.errors import INVALID_PARAMETER_VALUE, RESOURCE_NOT_FOUND, SqsError, invalid_parameter, missing_parameter
 from storage.fifo import next_sequence
@@ -83,8 +85,9 @@ class Redrive:
             tuple(QueueKey(target.key.region, target.key.account, n) for n in page), token)
 
     def _move(self, src: Queue, msg: Message, dst: Queue, now: int, out: list,
-              dlq_source: str | None) -> None:
-        """Move a message to another queue, visible at once, with the same id and content.
+              dlq_source: str | None, task_id: str | None = None) -> int:
+        """Move a message to another queue, visible at once, with the same id and content;
+        return the number of mutations emitted.
 
         Into a dead-letter queue (``dlq_source`` set) it keeps its receive count and first
         receive time, so that a receive from the DLQ shows the count one higher than the
@@ -92,16 +95,26 @@ class Redrive:
         (maxReceiveCount 1, the DLQ copy shows ApproximateReceiveCount 2). A move task's
         redrive starts it afresh: a count carried back to the source would send it straight
         back to the DLQ."""
+        if not self._holds(dst):   # another group's queue: through the outbox (storage/outbox.py)
+            self._outbox_move(src, msg, dst.arn, out, dlq_source, task_id)
+            return 1
         rec = msg.rec
         self._emit(out, MessageDeleted(src.qid, rec.message_id))
+        moved = self._arrival(dst, rec, dlq_source, msg.receive_count, msg.first_receive_ms, now)
+        self._emit(out, MessageAdded(dst.qid, moved, None))
+        return 2
+
+    def _arrival(self, dst: Queue, rec: MessageRecord | MovedMessage, dlq_source: str | None, count: int,
+                 first: int, now: int) -> MessageRecord:
+        """The record of a message moved into ``dst`` now, from ``rec`` (its record in the
+        source queue, or what another group sent of it) and its receive count and first receive."""
         seq = next_sequence(dst, now) if dst.fifo else None
         sent = now if dst.fifo else rec.sent_ms  # FIFO DLQs reset the enqueue time, standard ones keep it
-        count, first = (msg.receive_count, msg.first_receive_ms) if dlq_source else (0, 0)
-        moved = MessageRecord(
+        count, first = (count, first) if dlq_source else (0, 0)
+        return MessageRecord(
             rec.message_id, dst.next_serial, rec.body, rec.attributes, rec.system_attributes, rec.md5_of_body,
             rec.md5_of_attributes, rec.md5_of_system_attributes, sent, rec.sender_id, rec.group_id,
             rec.deduplication_id, seq, dlq_source, 1, None, now, count, first, 0)
-        self._emit(out, MessageAdded(dst.qid, moved, None))
 
     def _start_message_move_task(self, c: StartMessageMoveTask, now: int, out: list) -> StartMessageMoveTaskResult:
         if not c.source_arn:
@@ -195,15 +208,14 @@ class Redrive:
             if msg is None:
                 break
             dest_arn = task.destination_arn or msg.rec.dlq_source_arn
-            dst = self._queue_by_arn(dest_arn)
+            dst = self._find_by_arn(dest_arn)
             if dst is None or dst is q:
                 q.requeue(msg)
                 failure = (f"Destination queue {dest_arn} does not exist." if dest_arn else
                            f"Message {msg.rec.message_id} has no source queue to return to.")
                 break
-            self._move(q, msg, dst, now, out, dlq_source=None)
+            emitted += self._move(q, msg, dst, now, out, dlq_source=None, task_id=task.task_id)
             moved += 1
-            emitted += 2
         total = task.moved + moved
         status = task.status
         if failure:
@@ -215,3 +227,14 @@ class Redrive:
                                                               failure_reason=failure)))
             emitted += 1
         return emitted
+
+    def _task_lost_one(self, qid: int, task_id: str, failure: str, out: list) -> None:
+        """A message that the task moved to another group came back (its destination refused
+        it): the task counts it unmoved and fails, unless cancelled; the first failure stands."""
+        q = self._queues.get(qid)
+        task = next((t for t in q.move_tasks if t.task_id == task_id), None) if q is not None else None
+        if task is None:
+            return
+        failed = {} if task.status == "CANCELLED" else {"status": "FAILED",
+                                                        "failure_reason": task.failure_reason or failure}
+        self._emit(out, MoveTaskUpdated(qid, _task_with(task, moved=max(0, task.moved - 1), **failed)))

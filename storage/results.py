@@ -113,3 +113,13 @@ class ListMessageMoveTasksResult(Record):
 
 class TickResult(Record):
     effects: int  # mutations produced; lets the runtime tick again at once when it hit the cap
+
+
+class MoveRefusal(Record):
+    move_id: str
+    reason: str   # storage.outbox's REFUSED_*
+
+
+class AdoptMovedResult(Record):
+    accepted: tuple[str, ...]      # adopted now or before
+    refused: tuple[MoveRefusal, ...]

@@ -1,8 +1,9 @@
 """The whole state as records: ``snapshot``/``iter_snapshot``, ``restore`` and ``digest``.
 
 A mixin of ``Storage`` (storage/engine.py). A snapshot is a sequence of mutations
-(``StorageRestored``, then per queue a ``QueueRestored`` and its messages in ``MessagesRestored``
-groups), so restoring one is applying it.
+(``StorageRestored``, the outbox's ``OutboxRestored`` once there are moves between groups, then
+per queue a ``QueueRestored`` and its messages in ``MessagesRestored`` groups), so restoring one
+is applying it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class Snapshots:
                              tuple(q.dedup.values()), tuple(q.attempts.values()), tuple(q.move_tasks),
                              q.pruned_before, q.dedup_by_group)
 
+    def _head_records(self) -> Iterator[Mutation]:
+        """What is not a queue's: the storage's counters and tombstones, and the outbox."""
+        yield StorageRestored(self._next_qid, tuple(sorted(self._tombstones.items())))
+        outbox = self._outbox_record()
+        if outbox is not None:
+            yield outbox
+
     def iter_snapshot(self) -> Iterator[Mutation]:
         """The whole state as records, produced lazily.
 
@@ -37,7 +45,7 @@ class Snapshots:
         every mutation emitted since the snapshot began gives exactly the master's state, because
         every mutation is idempotent and versioned.
         """
-        yield StorageRestored(self._next_qid, tuple(sorted(self._tombstones.items())))
+        yield from self._head_records()
         for qid in sorted(self._queues):
             q = self._queues.get(qid)
             if q is None:
@@ -74,6 +82,7 @@ class Snapshots:
         self._by_key.clear()
         self._tombstones.clear()
         self._next_qid = 0
+        self._init_outbox()
         for r in records:
             self.apply(r)
 
@@ -83,7 +92,7 @@ class Snapshots:
         return digest_records(self._canonical_records())
 
     def _canonical_records(self) -> Iterator[Any]:
-        yield StorageRestored(self._next_qid, tuple(sorted(self._tombstones.items())))
+        yield from self._head_records()
         for qid in sorted(self._queues):
             q = self._queues[qid]
             rec = self._queue_record(q)

@@ -31,7 +31,7 @@ TAGS: Mapping[int, type] = types.MappingProxyType({
     3: _c.MessageAttributeValue,
     4: _e.ErrorKind,
     5: _e.SqsError,
-    # 16-47: mutations and snapshot records
+    # 16-47: mutations and snapshot records (35: MessagesRestored's column form, columnar.py)
     16: _m.MessageRecord,
     17: _m.MoveTaskRecord,
     18: _m.DedupEntry,
@@ -51,6 +51,14 @@ TAGS: Mapping[int, type] = types.MappingProxyType({
     32: _m.StorageRestored,
     33: _m.MessageRestored,
     34: _m.MessagesRestored,
+    36: _m.OutboxEntry,
+    37: _m.MessageOutboxed,
+    38: _m.OutboxAccepted,
+    39: _m.OutboxReturned,
+    40: _m.OutboxCleared,
+    41: _m.MoveAdopted,
+    42: _m.MovesForgotten,
+    43: _m.OutboxRestored,
     # 48-95: commands
     48: _c.CreateQueue,
     49: _c.DeleteQueue,
@@ -79,6 +87,13 @@ TAGS: Mapping[int, type] = types.MappingProxyType({
     72: _c.CancelMessageMoveTask,
     73: _c.ListMessageMoveTasks,
     74: _c.Tick,
+    75: _c.MovedMessage,
+    76: _c.MoveItem,
+    77: _c.AdoptMoved,
+    78: _c.AcceptOutbox,
+    79: _c.ReturnOutbox,
+    80: _c.ClearOutbox,
+    81: _c.ForgetMove,
     # 96-159: results
     96: _r.CreateQueueResult,
     97: _r.GetQueueUrlResult,
@@ -99,6 +114,8 @@ TAGS: Mapping[int, type] = types.MappingProxyType({
     112: _r.MessageMoveTaskInfo,
     113: _r.ListMessageMoveTasksResult,
     114: _r.TickResult,
+    115: _r.MoveRefusal,
+    116: _r.AdoptMovedResult,
 })
 
 # Tags of classes that were removed: never to be given to another class.
