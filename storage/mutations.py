@@ -203,8 +203,8 @@ class OutboxEntry(Record):
 
 class MessageOutboxed(Record):
     """The message leaves its queue for the outbox (instead of a MessageDeleted + MessageAdded
-    within one group). Removes the message only at the version it left with: a returned
-    message has a later one."""
+    within one group). Removes the message only at the serial and version it left with: one
+    returned has a later version, one moved back in later a later serial."""
 
     qid: int
     move_id: str

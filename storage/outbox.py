@@ -150,8 +150,11 @@ class Outbox:
 
     def _apply_message_outboxed(self, m: MessageOutboxed) -> None:
         q = self._queues.get(m.qid)
-        msg = q.messages.get(m.message.message_id) if q is not None else None
-        if msg is not None and msg.version <= m.message.version:
+        left = m.message
+        msg = q.messages.get(left.message_id) if q is not None else None
+        # the very arrival that left (a message moved back in later has a later serial), not yet
+        # returned (a returned one has a later version)
+        if msg is not None and msg.rec.serial == left.serial and msg.version <= left.version:
             q.remove(msg)  # type: ignore[union-attr]
         if m.seq >= self._outbox_next:
             self._outbox[m.move_id] = OutboxEntry(m.move_id, m.seq, m.qid, m.dst_arn, m.message, m.dlq_source_arn,

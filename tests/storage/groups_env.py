@@ -144,3 +144,25 @@ class World:
         self.answer(src, result)
         self.forget(src, dst)
         return result
+
+
+def fail_over(group: Group, lost: int = 0) -> None:
+    """The group's master fails and a member holding every batch but the last ``lost`` takes
+    over (a batch it lacks was never acknowledged under ``majority``); it draws ids of its own."""
+    kept = group.batches[:len(group.batches) - lost]
+    new = Storage(group.storage.clock, IdSource(len(kept) + 1000))
+    new.catalogue = group.storage.catalogue
+    for batch in kept:
+        new.apply_many(batch)
+    group.storage, group.batches = new, kept
+    group.replica = Storage(ManualClock(0), IdSource(len(kept) + 2000))
+    group.replica.restore(new.snapshot())
+
+
+def holdings(world: World) -> list[str]:
+    """Every message id held in a queue or a source's outbox, across both groups, sorted."""
+    ids = []
+    for g in (world.a, world.b):
+        ids += [mid for q in g.storage._queues.values() for mid in q.messages]
+        ids += [e.message.message_id for e in g.storage._outbox.values() if not e.accepted]
+    return sorted(ids)

@@ -52,6 +52,8 @@ PINNED = {
     24: "QueuePurged", 25: "MessageAdded", 26: "MessageChanged", 27: "MessageDeleted",
     28: "AttemptRecorded", 29: "Pruned", 30: "MoveTaskUpdated", 31: "QueueRestored",
     32: "StorageRestored", 33: "MessageRestored", 34: "MessagesRestored",
+    36: "OutboxEntry", 37: "MessageOutboxed", 38: "OutboxAccepted", 39: "OutboxReturned", 40: "OutboxCleared",
+    41: "MoveAdopted", 42: "MovesForgotten", 43: "OutboxRestored",
     48: "CreateQueue", 49: "DeleteQueue", 50: "GetQueueUrl", 51: "ListQueues",
     52: "GetQueueAttributes", 53: "SetQueueAttributes", 54: "PurgeQueue", 55: "TagQueue",
     56: "UntagQueue", 57: "ListQueueTags", 58: "AddPermission", 59: "RemovePermission",
@@ -60,6 +62,8 @@ PINNED = {
     66: "DeleteMessageBatchEntry", 67: "DeleteMessageBatch", 68: "ChangeMessageVisibility",
     69: "ChangeMessageVisibilityBatchEntry", 70: "ChangeMessageVisibilityBatch",
     71: "StartMessageMoveTask", 72: "CancelMessageMoveTask", 73: "ListMessageMoveTasks", 74: "Tick",
+    75: "MovedMessage", 76: "MoveItem", 77: "AdoptMoved", 78: "AcceptOutbox", 79: "ReturnOutbox",
+    80: "ClearOutbox", 81: "ForgetMove",
     96: "CreateQueueResult", 97: "GetQueueUrlResult", 98: "ListQueuesResult",
     99: "GetQueueAttributesResult", 100: "ListQueueTagsResult",
     101: "ListDeadLetterSourceQueuesResult", 102: "SendMessageResult", 103: "BatchResultError",
@@ -67,7 +71,7 @@ PINNED = {
     107: "ReceiveMessageResult", 108: "DeleteMessageBatchResult",
     109: "ChangeMessageVisibilityBatchResult", 110: "StartMessageMoveTaskResult",
     111: "CancelMessageMoveTaskResult", 112: "MessageMoveTaskInfo",
-    113: "ListMessageMoveTasksResult", 114: "TickResult",
+    113: "ListMessageMoveTasksResult", 114: "TickResult", 115: "MoveRefusal", 116: "AdoptMovedResult",
 }
 
 
