@@ -1,10 +1,7 @@
 """The harness of the cross-group move tests (test_outbox, test_outbox_replication): two
-replication groups as two ``Storage`` objects on one clock, each with a replica fed every
-mutation it emits, joined by a catalogue, and a synchronous stand-in for the move driver.
-
-The dead-letter target check and the move-task start checks across groups are the catalogue's
-(storage/catalogue.py) and tested with it; here a source's RedrivePolicy naming another group's
-queue, and a task moving to one, are set by the mutation those commands emit.
+replication groups as two ``Storage`` objects on one clock, joined by ``StoragesCatalogue``,
+each with a replica fed every mutation it emits, and a synchronous stand-in for the move driver
+(cluster/) that takes each step of storage/outbox.py's protocol when a test says so.
 """
 
 from __future__ import annotations
@@ -12,13 +9,14 @@ from __future__ import annotations
 import json
 
 from storage import IdSource, ManualClock, Storage
+from storage.catalogue import StoragesCatalogue
 from storage.commands import (
     AcceptOutbox, AdoptMoved, ClearOutbox, CreateQueue, ForgetMove, GetQueueAttributes, Namespace, QueueKey,
-    ReceiveMessage, ReturnOutbox, SendMessage,
+    ReceiveMessage, ReturnOutbox, SendMessage, SetQueueAttributes, StartMessageMoveTask,
 )
-from storage.keys import key_names, parse_arn
+from storage.keys import key_names
 from storage.model import Queue
-from storage.mutations import MoveTaskRecord, MoveTaskUpdated, QueueUpdated
+from storage.mutations import MoveTaskUpdated
 from storage.results import AdoptMovedResult
 from tests.storage.workload import assert_indexes_consistent
 
@@ -26,24 +24,6 @@ START_MS = 1_700_000_000_000
 NS = Namespace()
 COUNT_NAMES = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                "ApproximateNumberOfMessagesDelayed")
-
-
-class Catalogue:
-    """The other groups' queues, found in their storages (a node hands each group one)."""
-
-    def __init__(self, groups: list[Group], own: Group):
-        self.others = [g for g in groups if g is not own]
-
-    def queue_by_arn(self, arn: str) -> Queue | None:
-        key = parse_arn(arn)
-        for g in self.others:
-            q = g.storage._by_key.get(key_names(key)) if key else None
-            if q is not None:
-                return q
-        return None
-
-    def queues(self):
-        return [q for g in self.others for q in g.storage._queues.values()]
 
 
 class Group:
@@ -67,7 +47,7 @@ class Group:
         self.mutations = list(mutations)
 
     def apply(self, mutation) -> None:
-        """A mutation as the master emitted it (see the module's docstring)."""
+        """A mutation as the master emitted it."""
         self.storage.apply(mutation)
         self.emitted([mutation])
 
@@ -91,17 +71,14 @@ class Group:
         return tuple(int(attrs[n]) for n in COUNT_NAMES)
 
     def redrive_to(self, src: QueueKey, dlq: QueueKey, max_receive_count: int = 1) -> None:
-        q = self.queue(src)
         policy = json.dumps({"deadLetterTargetArn": dlq.arn, "maxReceiveCount": max_receive_count})
-        self.apply(QueueUpdated(q.qid, q.version + 1, self.storage.clock.now_ms(),
-                                {**q.attributes, "RedrivePolicy": policy}, q.tags))
+        self.run(SetQueueAttributes(src, {"RedrivePolicy": policy}))
 
     def start_task(self, src: QueueKey, destination: QueueKey | None) -> str:
-        q = self.queue(src)
-        task = MoveTaskRecord(self.storage.ids.uuid(), 1, "RUNNING", q.arn, destination.arn if destination else None,
-                              None, 0, len(q.messages), self.storage.clock.now_ms(), None)
-        self.apply(MoveTaskUpdated(q.qid, task))
-        return task.task_id
+        self.run(StartMessageMoveTask(NS, src.arn, destination.arn if destination else None))
+        (started,) = self.mutations
+        assert type(started) is MoveTaskUpdated
+        return started.task.task_id
 
     def check_replica(self) -> None:
         assert self.replica.digest() == self.storage.digest(), "a replica applying the emitted mutations diverged"
@@ -110,15 +87,14 @@ class Group:
 
 
 class World:
-    """Groups A and B on one clock, each with a catalogue of the other."""
+    """Groups A and B on one clock, joined by a catalogue."""
 
     def __init__(self) -> None:
         self.clock = ManualClock(START_MS)
         self.a = Group(self.clock, 11)
         self.b = Group(self.clock, 22)
-        groups = [self.a, self.b]
-        for g in groups:
-            g.storage.catalogue = Catalogue(groups, g)
+        self.storages = [self.a.storage, self.b.storage]   # what the catalogues read
+        StoragesCatalogue.join(self.storages)
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
@@ -146,14 +122,15 @@ class World:
         return result
 
 
-def fail_over(group: Group, lost: int = 0) -> None:
+def fail_over(world: World, group: Group, lost: int = 0) -> None:
     """The group's master fails and a member holding every batch but the last ``lost`` takes
     over (a batch it lacks was never acknowledged under ``majority``); it draws ids of its own."""
     kept = group.batches[:len(group.batches) - lost]
     new = Storage(group.storage.clock, IdSource(len(kept) + 1000))
-    new.catalogue = group.storage.catalogue
     for batch in kept:
         new.apply_many(batch)
+    world.storages[world.storages.index(group.storage)] = new
+    StoragesCatalogue.join(world.storages)
     group.storage, group.batches = new, kept
     group.replica = Storage(ManualClock(0), IdSource(len(kept) + 2000))
     group.replica.restore(new.snapshot())

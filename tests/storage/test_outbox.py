@@ -9,13 +9,12 @@ one group would have added.
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
 from storage import IdSource, ManualClock, Storage
 from storage.commands import (
-    AcceptOutbox, AdoptMoved, ClearOutbox, CreateQueue, DeleteQueue, ForgetMove, ListMessageMoveTasks, MovedMessage,
-    MoveItem, PurgeQueue, ReceiveMessage, ReturnOutbox, SendMessage, Tick,
+    AcceptOutbox, AdoptMoved, CancelMessageMoveTask, ClearOutbox, CreateQueue, DeleteQueue, ForgetMove, ListMessageMoveTasks, MovedMessage,
+    MoveItem, PurgeQueue, ReceiveMessage, ReturnOutbox, SendMessage, StartMessageMoveTask, Tick,
 )
 from storage.mutations import (
     MessageAdded, MessageDeleted, MessageOutboxed, MoveAdopted, MovesForgotten, MoveTaskUpdated, OutboxAccepted,
@@ -370,13 +369,14 @@ def test_a_refused_task_step_fails_the_task_and_returns_the_message(w):
 
 
 def test_a_cancelled_task_stays_cancelled_when_a_step_comes_back(w):
-    src, dlq, dest, _ = dead_letters(w, 1)
-    w.a.start_task(dlq, dest)
+    src, dlq, dest, _ = dead_letters(w, 2)
+    handle = w.a.run(StartMessageMoveTask(NS, dlq.arn, dest.arn, 1)).task_handle
+    w.advance(1_000)
     w.a.run(Tick())
-    q = w.a.queue(dlq)
-    (task,) = q.move_tasks
-    w.a.apply(MoveTaskUpdated(q.qid, msgspec.structs.replace(task, version=task.version + 1, status="CANCELLED")))
+    assert len(w.a.storage.outbox_pending()) == 1
+    w.a.run(CancelMessageMoveTask(NS, handle))
     w.b.run(DeleteQueue(dest))
     w.answer(w.a, w.offer(w.a, w.b))
     (info,) = tasks(w, dlq)
     assert (info.status, info.approximate_number_of_messages_moved, info.failure_reason) == ("CANCELLED", 0, None)
+    assert w.a.counts(dlq) == (2, 0, 0)

@@ -190,7 +190,7 @@ def test_source_fails_before_its_outboxing_commits():
     w = World()
     src, dlq, (mid,) = poison(w)
     w.a.receive(src)
-    fail_over(w.a, lost=1)   # the receive's batch was never acknowledged
+    fail_over(w, w.a, lost=1)   # the receive's batch was never acknowledged
     assert w.a.storage.outbox_pending() == []
     assert [m.message_id for m in w.a.receive(src)] == []   # moved again by this receive
     w.settle(w.a, w.b)
@@ -202,7 +202,7 @@ def test_source_fails_after_offering_and_its_new_master_offers_again():
     src, dlq, (mid,) = poison(w)
     w.a.receive(src)
     w.offer(w.a, w.b)            # B adopted; the answer never reached A's master
-    fail_over(w.a)
+    fail_over(w, w.a)
     w.settle(w.a, w.b)
     assert holdings(w) == [mid]
     assert w.b.counts(dlq) == (1, 0, 0)
@@ -215,7 +215,7 @@ def test_destination_fails_around_its_adopt(lost):
     src, dlq, (mid,) = poison(w)
     w.a.receive(src)
     w.offer(w.a, w.b)
-    fail_over(w.b, lost=lost)
+    fail_over(w, w.b, lost=lost)
     w.settle(w.a, w.b)
     assert holdings(w) == [mid]
     assert w.b.counts(dlq) == (1, 0, 0)
@@ -226,7 +226,7 @@ def test_source_fails_between_accepting_and_forgetting():
     src, dlq, (mid,) = poison(w)
     w.a.receive(src)
     w.answer(w.a, w.offer(w.a, w.b))
-    fail_over(w.a)
+    fail_over(w, w.a)
     assert w.a.storage.outbox_pending() == []          # never offered again once accepted
     assert [i for i, _ in w.a.storage.outbox_accepted()] == w.b.storage.moves_in()
     w.b.run(ForgetMove(tuple(w.b.storage.moves_in())))   # told once before the failure
