@@ -47,6 +47,17 @@ def scenario(w: World) -> None:
     w.settle(w.a, w.b)
 
 
+@pytest.fixture
+def outboxed():
+    """A's receive has just moved message ``mid`` of ``src`` into A's outbox, for ``dlq`` in B."""
+    w = World()
+    src, dlq, (mid,) = poison(w)
+    w.a.receive(src)
+    yield w, src, dlq, mid
+    w.a.check_replica()
+    w.b.check_replica()
+
+
 def every_mutation(w: World):
     for g in (w.a, w.b):
         yield g, [m for batch in g.batches for m in batch]
@@ -85,33 +96,28 @@ def test_replaying_the_whole_stream_again_brings_no_finished_move_back():
         assert r.moves_in() == g.storage.moves_in() == []
 
 
-def test_a_replayed_outboxing_leaves_a_returned_message_where_it_is():
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+def test_a_replayed_outboxing_leaves_a_returned_message_where_it_is(outboxed):
+    w, src, dlq, mid = outboxed
     w.b.run(DeleteQueue(dlq))
     w.answer(w.a, w.offer(w.a, w.b))
-    (outboxed,) = w.a.batches[-3]
-    w.a.storage.apply(outboxed)
-    w.a.replica.apply(outboxed)
+    (left,) = w.a.batches[-3]
+    w.a.storage.apply(left)
+    w.a.replica.apply(left)
     assert [m.message_id for m in w.a.receive(src)] == [mid]
     assert w.a.storage.outbox_pending() == []
 
 
-def test_a_replayed_outboxing_leaves_the_message_that_moved_back_in_later():
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
-    (outboxed,) = w.a.mutations
+def test_a_replayed_outboxing_leaves_the_message_that_moved_back_in_later(outboxed):
+    w, src, dlq, mid = outboxed
+    (left,) = w.a.mutations
     w.settle(w.a, w.b)
     w.b.start_task(dlq, None)    # redrive to its source, in A
     w.b.run(Tick())
     w.settle(w.b, w.a)
-    assert w.a.queue(src).messages[mid].rec.serial > outboxed.message.serial
-    w.a.storage.apply(outboxed)
-    w.a.replica.apply(outboxed)
+    assert w.a.queue(src).messages[mid].rec.serial > left.message.serial
+    w.a.storage.apply(left)
+    w.a.replica.apply(left)
     assert [m.message_id for m in w.a.receive(src)] == [mid]
-    w.a.check_replica()
 
 
 def test_snapshots_restore_exactly_at_every_step_and_through_the_codec():
@@ -186,10 +192,8 @@ def test_a_storage_that_never_moved_across_groups_has_no_outbox_record():
 
 # --- the failure cases of a move between two masters (no loss, no duplicate) ------------------
 
-def test_source_fails_before_its_outboxing_commits():
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+def test_source_fails_before_its_outboxing_commits(outboxed):
+    w, src, dlq, mid = outboxed
     fail_over(w, w.a, lost=1)   # the receive's batch was never acknowledged
     assert w.a.storage.outbox_pending() == []
     assert [m.message_id for m in w.a.receive(src)] == []   # moved again by this receive
@@ -197,10 +201,8 @@ def test_source_fails_before_its_outboxing_commits():
     assert holdings(w) == [mid]
 
 
-def test_source_fails_after_offering_and_its_new_master_offers_again():
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+def test_source_fails_after_offering_and_its_new_master_offers_again(outboxed):
+    w, src, dlq, mid = outboxed
     w.offer(w.a, w.b)            # B adopted; the answer never reached A's master
     fail_over(w, w.a)
     w.settle(w.a, w.b)
@@ -209,11 +211,9 @@ def test_source_fails_after_offering_and_its_new_master_offers_again():
 
 
 @pytest.mark.parametrize("lost", [0, 1])
-def test_destination_fails_around_its_adopt(lost):
+def test_destination_fails_around_its_adopt(lost, outboxed):
     """lost=1: the adopt is gone with B's unacknowledged tail; lost=0: it had committed."""
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+    w, src, dlq, mid = outboxed
     w.offer(w.a, w.b)
     fail_over(w, w.b, lost=lost)
     w.settle(w.a, w.b)
@@ -221,10 +221,8 @@ def test_destination_fails_around_its_adopt(lost):
     assert w.b.counts(dlq) == (1, 0, 0)
 
 
-def test_source_fails_between_accepting_and_forgetting():
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+def test_source_fails_between_accepting_and_forgetting(outboxed):
+    w, src, dlq, mid = outboxed
     w.answer(w.a, w.offer(w.a, w.b))
     fail_over(w, w.a)
     assert w.a.storage.outbox_pending() == []          # never offered again once accepted
@@ -235,11 +233,9 @@ def test_source_fails_between_accepting_and_forgetting():
     assert holdings(w) == [mid]
 
 
-def test_moves_in_holds_an_id_until_the_source_forgets_it():
+def test_moves_in_holds_an_id_until_the_source_forgets_it(outboxed):
     """A partitioned source may offer again at any time before its forget: the id stays."""
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+    w, src, dlq, mid = outboxed
     w.offer(w.a, w.b)
     w.advance(10 * 3600 * 1000)
     w.b.run(Tick())
@@ -248,10 +244,8 @@ def test_moves_in_holds_an_id_until_the_source_forgets_it():
     assert holdings(w) == [mid]
 
 
-def test_a_refusal_racing_the_deletion_of_the_destination_returns_exactly_once():
-    w = World()
-    src, dlq, (mid,) = poison(w)
-    w.a.receive(src)
+def test_a_refusal_racing_the_deletion_of_the_destination_returns_exactly_once(outboxed):
+    w, src, dlq, mid = outboxed
     w.b.run(DeleteQueue(dlq))
     refused = w.offer(w.a, w.b)
     w.advance(61_000)
@@ -260,5 +254,3 @@ def test_a_refusal_racing_the_deletion_of_the_destination_returns_exactly_once()
     w.answer(w.a, refused)       # the refusal delivered twice
     assert w.a.storage.outbox_pending() == []
     assert holdings(w) == [mid]
-    w.a.check_replica()
-    w.b.check_replica()
