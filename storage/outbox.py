@@ -21,12 +21,17 @@ idempotent command on one group:
 4. destination: ``ForgetMove`` drops the ids from ``moves_in`` once the source will never
    offer them again (they are ACCEPTED there); then source: ``ClearOutbox`` drops the entries.
 
-While in the outbox a message is in neither queue. Which step runs when, and that each waits
+While in the outbox a message is in neither queue: either queue's ApproximateNumberOfMessages
+misses it until the destination adopts it, about one round trip. A message returned to a FIFO
+queue takes its place in its group again (its serial), but messages of the group sent after it
+may have been received meanwhile. Which step runs when, and that each waits
 for the previous one's commit under ``majority``, is the driver's (cluster/), which reads
 ``outbox_pending``, ``outbox_accepted`` and ``moves_in``.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import msgspec
 
@@ -38,17 +43,18 @@ from storage.mutations import (
     MessageAdded, MessageOutboxed, MoveAdopted, MovesForgotten, OutboxAccepted, OutboxCleared, OutboxEntry,
     OutboxRestored, OutboxReturned,
 )
+from storage.redrive import SAME_TYPE, destination_missing
 from storage.results import AdoptMovedResult, MoveRefusal
 
 REFUSED_NO_QUEUE = "no such queue"
 REFUSED_WRONG_TYPE = "wrong type"
 
-# What a move task that lost a message to a refusal reports as its FailureReason: the words of
-# a failed step within one group (storage/redrive.py) and of StartMessageMoveTask's type check.
-# AWS's own FailureReason texts are not documented.
-_TASK_FAILURES = {
-    REFUSED_NO_QUEUE: "Destination queue {arn} does not exist.",
-    REFUSED_WRONG_TYPE: "Source and destination queues must be of the same type",
+# What a move task that lost a message to a refusal reports as its FailureReason, given the
+# destination's ARN: the words of a failed step within one group and of StartMessageMoveTask's
+# type check (storage/redrive.py). AWS's own FailureReason texts are not documented.
+_TASK_FAILURES: dict[str, Callable[[str], str]] = {
+    REFUSED_NO_QUEUE: destination_missing,
+    REFUSED_WRONG_TYPE: lambda arn: SAME_TYPE,
 }
 
 
@@ -107,7 +113,7 @@ class Outbox:
         rec = msgspec.structs.replace(entry.message, version=entry.message.version + 1, receipt=None, visible_ms=now)
         self._emit(out, OutboxReturned(entry.move_id, entry.qid, rec))
         if entry.task_id is not None:
-            self._task_lost_one(entry.qid, entry.task_id, failure.format(arn=entry.dst_arn), out)
+            self._task_lost_one(entry.qid, entry.task_id, failure(entry.dst_arn), out)
 
     def _clear_outbox(self, c: ClearOutbox, now: int, out: list) -> None:
         outbox = self._outbox

@@ -38,12 +38,18 @@ from storage.results import (
 )
 
 TASK_STATUS_RUNNING = "RUNNING"
+SAME_TYPE = "Source and destination queues must be of the same type"
 _DEFAULT_MOVE_BATCH = 500  # messages per tick per task when no rate was asked for
 
 
 def _task_handle(task: MoveTaskRecord) -> str:
     doc = json.dumps({"taskId": task.task_id, "sourceArn": task.source_arn}, separators=(",", ":"))
     return base64.b64encode(doc.encode()).decode()
+
+
+def destination_missing(arn: str) -> str:
+    """A move task's FailureReason when its destination is gone."""
+    return f"Destination queue {arn} does not exist."
 
 
 def invalid_value_rp(value: str, reason: str) -> SqsError:
@@ -135,8 +141,7 @@ class Redrive:
                 raise invalid_parameter("DestinationArn", c.destination_arn,
                                         "Source and destination queues must be different")
             if dst.fifo != src.fifo:
-                raise invalid_parameter("DestinationArn", c.destination_arn,
-                                        "Source and destination queues must be of the same type")
+                raise invalid_parameter("DestinationArn", c.destination_arn, SAME_TYPE)
         if c.max_messages_per_second is not None:
             v.check_int_range("MaxNumberOfMessagesPerSecond", c.max_messages_per_second, 1, 500,
                               "MaxNumberOfMessagesPerSecond must be between 1 and 500")
@@ -211,7 +216,7 @@ class Redrive:
             dst = self._find_by_arn(dest_arn)
             if dst is None or dst is q:
                 q.requeue(msg)
-                failure = (f"Destination queue {dest_arn} does not exist." if dest_arn else
+                failure = (destination_missing(dest_arn) if dest_arn else
                            f"Message {msg.rec.message_id} has no source queue to return to.")
                 break
             emitted += self._move(q, msg, dst, now, out, dlq_source=None, task_id=task.task_id)
