@@ -31,7 +31,11 @@ class Snapshots:
                              q.pruned_before, q.dedup_by_group)
 
     def _head_records(self) -> Iterator[Mutation]:
-        """What is not a queue's: the storage's counters and tombstones, and the outbox."""
+        """What is not a queue's: the storage's counters and tombstones, and the outbox.
+
+        The outbox is read before any queue, so that in a fuzzy snapshot a message returned
+        from the outbox meanwhile is in its queue's records or brought back by the replayed
+        ``OutboxReturned``, whose entry the outbox record still holds."""
         yield StorageRestored(self._next_qid, tuple(sorted(self._tombstones.items())))
         outbox = self._outbox_record()
         if outbox is not None:
