@@ -12,7 +12,7 @@ from storage import IdSource, ManualClock, Storage
 from storage.codec import decode_many, encode_many
 from storage.commands import AcceptOutbox, DeleteQueue, ForgetMove, Tick
 from storage.mutations import OutboxRestored
-from tests.storage.groups_env import World, fail_over, holdings
+from tests.storage.groups_env import Group, World, fail_over, holdings
 from tests.storage.test_outbox import dead_letters, poison
 from tests.storage.workload import assert_same_state
 
@@ -142,17 +142,13 @@ def test_snapshots_restore_exactly_at_every_step_and_through_the_codec():
     assert seen_outbox
 
 
-@pytest.mark.parametrize("cut", [0, 1, 2, 3, 4, 5, "each"])
-def test_a_snapshot_read_while_moves_go_on_converges_with_the_mutations_that_overlap_it(cut):
-    """The snapshot's records are read between the steps (the rest at once after ``cut`` of
-    them, or one before each); the joiner restores them and applies every batch since it began."""
-    w = World()
-    src, dlq, _ = poison(w, bodies=("a", "b"))
-    mark = len(w.a.batches)
-    records = w.a.storage.iter_snapshot()
+def snapshot_during(g: Group, steps, cut) -> None:
+    """Read ``g``'s snapshot while ``steps`` run (the rest at once after ``cut`` of them, or a
+    record before each); restored, and followed by every batch since it began, it is ``g``'s
+    state."""
+    mark = len(g.batches)
+    records = g.storage.iter_snapshot()
     got = [next(records)]
-    steps = [lambda: w.a.receive(src), lambda: w.offer(w.a, w.b), lambda: w.answer(w.a, w.offer(w.a, w.b)),
-             lambda: w.a.send(src, "c"), lambda: w.forget(w.a, w.b)]
     for i, step in enumerate(steps):
         if cut == "each":
             got += [r for r in [next(records, None)] if r is not None]
@@ -162,8 +158,26 @@ def test_a_snapshot_read_while_moves_go_on_converges_with_the_mutations_that_ove
     got += list(records)
     joiner = fresh()
     joiner.restore(got)
-    joiner.apply_many([m for batch in w.a.batches[mark:] for m in batch])
-    assert_same_state(joiner, w.a.storage)
+    joiner.apply_many([m for batch in g.batches[mark:] for m in batch])
+    assert_same_state(joiner, g.storage)
+
+
+@pytest.mark.parametrize("cut", [0, 1, 2, 3, 4, 5, "each"])
+def test_a_snapshot_read_while_a_move_goes_through_converges(cut):
+    w = World()
+    src, dlq, _ = poison(w, bodies=("a", "b"))
+    snapshot_during(w.a, [lambda: w.a.receive(src), lambda: w.offer(w.a, w.b),
+                          lambda: w.answer(w.a, w.offer(w.a, w.b)), lambda: w.a.send(src, "c"),
+                          lambda: w.forget(w.a, w.b)], cut)
+
+
+@pytest.mark.parametrize("cut", [0, 1, 2, 3, "each"])
+def test_a_snapshot_read_while_a_refused_move_returns_converges(cut, outboxed):
+    w, src, dlq, mid = outboxed
+    w.a.send(src, "other")
+    snapshot_during(w.a, [lambda: w.b.run(DeleteQueue(dlq)), lambda: w.answer(w.a, w.offer(w.a, w.b)),
+                          lambda: w.a.send(src, "c")], cut)
+    assert mid in w.a.queue(src).messages
 
 
 def test_the_digest_covers_the_outbox_and_moves_in():
