@@ -11,7 +11,9 @@ import pytest
 from storage import IdSource, ManualClock, Storage
 from storage.codec import decode_many, encode_many
 from storage.commands import AcceptOutbox, DeleteQueue, ForgetMove, Tick
-from storage.mutations import OutboxRestored
+from storage.mutations import (
+    MessageOutboxed, MoveAdopted, MovesForgotten, OutboxAccepted, OutboxCleared, OutboxRestored, OutboxReturned,
+)
 from tests.storage.groups_env import Group, World, fail_over, holdings
 from tests.storage.test_outbox import dead_letters, poison
 from tests.storage.workload import assert_same_state
@@ -96,6 +98,24 @@ def test_replaying_the_whole_stream_again_brings_no_finished_move_back():
         assert r.moves_in() == g.storage.moves_in() == []
 
 
+def test_an_outbox_mutation_applied_again_to_any_later_state_changes_nothing():
+    """What a stream that overlaps a state transfer does: an entry of a finished move never
+    comes back, whatever has happened since."""
+    w = World()
+    scenario(w)
+    kinds = (MessageOutboxed, OutboxAccepted, OutboxReturned, OutboxCleared, MoveAdopted, MovesForgotten)
+    for _, ms in every_mutation(w):
+        for i, m in enumerate(ms):
+            if type(m) not in kinds:
+                continue
+            for later in range(i + 1, len(ms) + 1, 7):
+                state = fresh()
+                state.apply_many(ms[:later])
+                before = state.digest()
+                state.apply(m)
+                assert state.digest() == before, f"{m!r} applied again after {later} mutations"
+
+
 def test_a_replayed_outboxing_leaves_a_returned_message_where_it_is(outboxed):
     w, src, dlq, mid = outboxed
     w.b.run(DeleteQueue(dlq))
@@ -178,6 +198,28 @@ def test_a_snapshot_read_while_a_refused_move_returns_converges(cut, outboxed):
     snapshot_during(w.a, [lambda: w.b.run(DeleteQueue(dlq)), lambda: w.answer(w.a, w.offer(w.a, w.b)),
                           lambda: w.a.send(src, "c")], cut)
     assert mid in w.a.queue(src).messages
+
+
+def outbox_record(g: Group) -> OutboxRestored:
+    (record,) = [r for r in g.storage.snapshot() if type(r) is OutboxRestored]
+    return record
+
+
+def test_an_outbox_record_over_a_state_only_moves_it_forward(outboxed):
+    w, src, dlq, mid = outboxed
+    pending = outbox_record(w.a)
+    w.answer(w.a, w.offer(w.a, w.b))
+    accepted = outbox_record(w.a)
+    (move_id,) = [e.move_id for e in accepted.outbox]
+    state = fresh()
+    state.apply(pending)
+    state.apply(accepted)
+    assert state.outbox_accepted() == [(move_id, dlq.arn)]
+    state.apply(pending)             # an older record: the entry stays accepted
+    assert state.outbox_accepted() == [(move_id, dlq.arn)]
+    state.apply(OutboxCleared((move_id,)))
+    state.apply(accepted)            # below the counter: cleared here, never back
+    assert state.outbox_accepted() == [] and state.outbox_pending() == []
 
 
 def test_the_digest_covers_the_outbox_and_moves_in():
