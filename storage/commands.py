@@ -260,7 +260,7 @@ class Tick(Record):
 #
 # Never built from an SQS request: the move driver of a group's master issues them. A message
 # moved to a queue of another group leaves its source into the source group's outbox, is adopted
-# by the destination group, and is forgotten by both once each knows the other has it.
+# by the destination group, and is forgotten by both once the source knows it was adopted.
 
 class MovedMessage(Record):
     """A message on its way to a queue of another group: what the destination needs to adopt it
