@@ -17,7 +17,7 @@ A payload starts with a one-byte tag:
     3 snapshot end:  blob count u64 | end_seq u64       (last record of a complete snapshot)
 
 The version is read before the CRC, so a file from a later format says so instead of looking
-corrupt.
+corrupt. Format 2, the shared journal of a node with groups >= 2, is shared_format.py.
 """
 
 from __future__ import annotations

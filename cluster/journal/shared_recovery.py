@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
-    DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, Damaged, FormatError, JournalEntry, Torn, UnsupportedVersion, scan,
+    DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, FormatError, JournalEntry, UnsupportedVersion, scan,
 )
-from cluster.journal.recovery import Cut, FileInfo, JournalDamaged, Problem, SnapshotPosition, UnsupportedJournal, file_kind
+from cluster.journal.recovery import (
+    Cut, FileInfo, JournalDamaged, Problem, SegmentEnds, SnapshotPosition, UnsupportedJournal, bytes_kept, file_kind,
+)
 from cluster.journal.shared_format import (
     SEGMENT_TAGS, GroupEntry, decode_group_entry, decode_segment_header, decode_snapshot, parse_segment_name,
     parse_snapshot_name,
@@ -120,11 +122,7 @@ class SharedSurvey:
 
     @property
     def bytes_kept(self) -> int:
-        gone = set(self.garbage)
-        total = sum(f.size for f in self.files if f.name not in gone)
-        reserved = dict(self.reserved)
-        unused = sum(f.size - reserved[f.name] for f in self.files if f.name in reserved)
-        return total - unused - (self.tail_cut.dropped_bytes if self.tail_cut else 0)
+        return bytes_kept(self.files, self.garbage, self.reserved, self.tail_cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +191,7 @@ def survey(disk: Disk, groups: int | None = None) -> SharedSurvey:
         tuple(reader.reserved), DROPPED_MARKER in names)
 
 
-class _Reader:
+class _Reader(SegmentEnds):
     """survey()'s steps."""
 
     def __init__(self, disk: Disk, groups: int):
@@ -310,14 +308,10 @@ class _Reader:
             self.entry(name, rec.offset, e)
             history, seq = cover.get(e.group, (-1, 0))
             cover[e.group] = (e.history, e.seq if e.history > history else max(seq, e.seq))
-        p = s.problem
-        if p is None and s.end < len(data):
-            self.reserved.append((name, s.end))
-        if isinstance(p, Torn) and last:
-            self.tail_cut = Cut(name, p.offset, len(data) - p.offset, False)
-        elif p is not None:
-            why = p.why if isinstance(p, Damaged) else f"{p.why}, in a segment that is not the last"
-            raise _Stop(Problem(name, p.offset, "damaged", why), Cut(name, p.offset, len(data) - p.offset, False), later)
+        damage = self.segment_end(name, data, s, last)
+        if damage is not None:
+            cut, why = damage
+            raise _Stop(Problem(name, cut.offset, "damaged", why), cut, later)
 
     def entry(self, file: str, offset: int, e: GroupEntry) -> None:
         st = self.group(e.group)

@@ -22,7 +22,7 @@ from cluster.journal.format import TEMP_SUFFIX, SnapshotHeader, encode_snapshot_
 from cluster.journal.recovery import FileInfo, Problem, Repair, SnapshotPosition
 from cluster.journal.shared_format import encode_snapshot_header, parse_snapshot_name, snapshot_name
 from cluster.journal.shared_recovery import SharedSurvey, survey
-from cluster.journal.tools import MAX_ROUNDS, Dropped, mark_dropped, merge, plan
+from cluster.journal.tools import Dropped, mark_dropped, merge, plan, rounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,23 +62,19 @@ def check(disk: Disk) -> SharedReport:
 
 def truncate(disk: Disk, *, apply: bool = True) -> SharedReport:
     """tools.truncate for a shared journal: the module's docstring says what goes."""
-    sv = survey(disk)
-    parts: list[Dropped] = []
-    for _ in range(MAX_ROUNDS):
-        problem = sv.problem
-        if problem is not None and sv.repair is not None:
-            if apply:
-                mark_dropped(disk, problem)
-            step = _repair(disk, sv, apply)
-        elif problem is None and sv.tail_cut is not None:
-            step = plan(disk, Repair(sv.tail_cut, (), None, False), apply)
-        else:
-            break
-        parts.append(step)
-        if not apply:
-            break
-        sv = survey(disk)
-    return _report(disk, sv, merge(parts))
+    sv, dropped = rounds(disk, survey(disk), survey, _drop, apply)
+    return _report(disk, sv, dropped)
+
+
+def _drop(disk: Disk, sv: SharedSurvey, apply: bool) -> Dropped | None:
+    problem = sv.problem
+    if problem is not None and sv.repair is not None:
+        if apply:
+            mark_dropped(disk, problem)
+        return _repair(disk, sv, apply)
+    if problem is None and sv.tail_cut is not None:
+        return plan(disk, Repair(sv.tail_cut, (), None, False), apply)
+    return None
 
 
 def _repair(disk: Disk, sv: SharedSurvey, apply: bool) -> Dropped:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from cluster.journal.disk import Disk, OsDisk
 from cluster.journal.format import (
@@ -23,9 +23,11 @@ from cluster.journal.shared_recovery import journal_format
 if TYPE_CHECKING:
     from cluster.journal.shared_tools import SharedReport
 
+S = TypeVar("S")
+
 # A repair can uncover a second problem (rarely: damage in a file that the first cut kept);
 # each round drops strictly more, and this bounds the rounds.
-MAX_ROUNDS = 8
+_MAX_ROUNDS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,22 +80,34 @@ def truncate(path: str | os.PathLike[str], *, apply: bool = True) -> Report | Sh
     with OsDisk(path, create=False) as disk:
         if journal_format(disk.list()) == 2:
             return _shared_tools().truncate(disk, apply=apply)
-        sv = survey(disk)
-        parts: list[Dropped] = []
-        for _ in range(MAX_ROUNDS):
-            if sv.damage is not None and sv.repair is not None:
-                if apply:
-                    mark_dropped(disk, sv.damage)
-                step = plan(disk, sv.repair, apply)
-            elif sv.damage is None and sv.tail_cut is not None:
-                step = plan(disk, Repair(sv.tail_cut, (), sv.last_seq + 1, False), apply)
-            else:
-                break
-            parts.append(step)
-            if not apply:
-                break
-            sv = survey(disk)
-        return _report(disk, sv, merge(parts))
+        sv, dropped = rounds(disk, survey(disk), survey, _drop, apply)
+        return _report(disk, sv, dropped)
+
+
+def rounds(disk: Disk, sv: S, read: Callable[[Disk], S], drop: Callable[[Disk, S, bool], Dropped | None],
+           apply: bool) -> tuple[S, Dropped | None]:
+    """Repair the survey ``sv`` of ``disk`` with ``drop`` (None: nothing left to drop) and read
+    it again (``read``) until nothing is left; a dry run (``apply`` False) stops after one."""
+    parts: list[Dropped] = []
+    for _ in range(_MAX_ROUNDS):
+        step = drop(disk, sv, apply)
+        if step is None:
+            break
+        parts.append(step)
+        if not apply:
+            break
+        sv = read(disk)
+    return sv, merge(parts)
+
+
+def _drop(disk: Disk, sv: Survey, apply: bool) -> Dropped | None:
+    if sv.damage is not None and sv.repair is not None:
+        if apply:
+            mark_dropped(disk, sv.damage)
+        return plan(disk, sv.repair, apply)
+    if sv.damage is None and sv.tail_cut is not None:
+        return plan(disk, Repair(sv.tail_cut, (), sv.last_seq + 1, False), apply)
+    return None
 
 
 def _shared_tools():

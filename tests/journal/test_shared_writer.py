@@ -21,13 +21,19 @@ def writer(journal: SharedJournal, sink: Sink, policy: str = "always", **kw) -> 
     return SharedJournalWriter(journal, policy, on_durable=sink.on_durable, on_error=sink.on_error, **kw)
 
 
-def test_a_turn_of_every_groups_work_is_one_write_and_one_fsync():
-    disk = SlowSyncDisk()
-    j, _ = SharedJournal.open(disk, 3)
+def running(disk: MemDisk, groups: int) -> tuple[SharedJournalWriter, Sink]:
+    """A writer of a new shared journal on ``disk``, its first entry (group 0, seq 1) durable."""
+    j, _ = SharedJournal.open(disk, groups)
     sink = Sink()
     w = writer(j, sink)
     w.submit(1, 0, [entry(1)])
     sink.wait(lambda: sink.durable == [1])
+    return w, sink
+
+
+def test_a_turn_of_every_groups_work_is_one_write_and_one_fsync():
+    disk = SlowSyncDisk()
+    w, sink = running(disk, 3)
     disk.ops.clear()
     gate = threading.Event()
     held = disk.sync
@@ -125,11 +131,7 @@ def test_a_bug_upstream_stops_the_writer():
 
 def test_an_io_error_is_reported_once_and_stops_the_writer():
     disk = MemDisk()
-    j, _ = SharedJournal.open(disk, 2)
-    sink = Sink()
-    w = writer(j, sink)
-    w.submit(1, 0, [entry(1)])
-    sink.wait(lambda: sink.durable == [1])
+    w, sink = running(disk, 2)
     disk.fail = lambda op, name: OSError(errno.EIO, "I/O error") if op == "sync" else None
     w.submit(2, 1, [entry(1)])
     sink.wait(lambda: sink.errors)
