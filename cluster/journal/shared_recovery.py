@@ -18,12 +18,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from cluster.journal import format as fmt
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
     DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, FormatError, JournalEntry, UnsupportedVersion, scan,
 )
 from cluster.journal.recovery import (
-    Cut, FileInfo, JournalDamaged, Problem, SegmentEnds, SnapshotPosition, UnsupportedJournal, bytes_kept, file_kind,
+    Cut, FileInfo, JournalDamaged, Problem, SegmentEnds, SnapshotPosition, UnsupportedJournal, bytes_kept,
 )
 from cluster.journal.shared_format import (
     SEGMENT_TAGS, GroupEntry, decode_group_entry, decode_segment_header, decode_snapshot, parse_segment_name,
@@ -41,8 +42,7 @@ class JournalFormatMismatch(RuntimeError):
 def journal_format(names: list[str]) -> int | None:
     """1 (a node journal of groups = 1), 2 (a shared journal) or None (no journal files)."""
     shared = any(parse_segment_name(n) is not None or parse_snapshot_name(n) is not None for n in names)
-    single = any(file_kind(n) in ("segment", "snapshot") or (file_kind(n) == "temporary" and parse_snapshot_name(n) is None)
-                 for n in names)
+    single = any(fmt.parse_segment_name(n) is not None or fmt.parse_snapshot_name(n) is not None for n in names)
     if shared:
         return 2
     return 1 if single else None

@@ -347,6 +347,40 @@ def test_a_node_refuses_a_journal_of_another_groups_count(tmp_path):
         assert journal_format(disk.list()) == 1
         require_format(disk, 1)
     with OsDisk(tmp_path / "empty") as disk:
+        disk.write_new("notes.tmp", b"not a journal's")
         assert journal_format(disk.list()) is None
         require_format(disk, 1)
         require_format(disk, 2)
+
+
+def test_each_group_rebuilds_its_own_storage_from_the_shared_journal(tmp_path):
+    """journaling.rebuild (what a node and the simulator rebuild a journal's state with) takes
+    a group's recovery as it takes a format 1 recovery: snapshot blobs, then entries."""
+    from cluster.journaling import rebuild
+    from storage import ManualClock, Storage
+    from storage.codec import encode_many
+    from storage.commands import CreateQueue, Namespace, SendMessage
+
+    clock = ManualClock()
+    stores = [Storage(clock), Storage(clock)]
+    j, _ = open_dir(tmp_path, groups=2)
+    for g, store in enumerate(stores):
+        ns = Namespace()
+        _, created = store.execute(CreateQueue(ns, f"queue-of-group-{g}"))
+        j.append(g, [JournalEntry(1, 1, encode_many(created))])
+    for seq in range(2, 6):
+        for g, store in enumerate(stores):
+            _, sent = store.execute(SendMessage(Namespace().key(f"queue-of-group-{g}"), f"body {g}.{seq}"))
+            j.append(g, [JournalEntry(seq, 1, encode_many(sent))])
+        if seq == 3:
+            j.sync()
+            w = j.begin_snapshot(0, 3, 1)
+            w.add(encode_many(stores[0].snapshot()))
+            w.finish(3)
+    j.close()
+    j, rec = open_dir(tmp_path, groups=2)
+    j.close()
+    for g, store in enumerate(stores):
+        rebuilt, log = rebuild(rec.groups[g], lambda: Storage(clock), 1 << 20)
+        assert rebuilt.digest() == store.digest() and log.last_seq == 5
+    assert rec.groups[0].snapshot.at_seq == 3 and seqs(rec, 0) == [4, 5]

@@ -27,15 +27,16 @@ def entries(start: int, stop: int) -> list[JournalEntry]:
 
 
 def write_shared(path: Path, last: int, *, groups: int = 3, segment_bytes: int = 1000,
-                 snapshot: tuple[int, int] | None = None) -> None:
+                 snapshot: tuple[int, int, int] | None = None) -> None:
     j, _ = SharedJournal.open(OsDisk(path), groups, segment_bytes=segment_bytes)
     for s in range(1, last + 1):
         j.append_groups([(g, entries(s, s)) for g in range(groups)])
     j.sync()
     if snapshot is not None:
-        w = j.begin_snapshot(snapshot[0], snapshot[1], 2)
+        group, at_seq, end_seq = snapshot
+        w = j.begin_snapshot(group, at_seq, 2)
         w.add(b"snapshot blob")
-        w.finish(snapshot[1])
+        w.finish(end_seq)
     j.close()
 
 
@@ -56,7 +57,7 @@ def recovered(path: Path, groups: int = 3):
 
 
 def test_check_a_sound_shared_journal(tmp_path):
-    write_shared(tmp_path, 30, snapshot=(1, 12))
+    write_shared(tmp_path, 30, snapshot=(1, 12, 12))
     r = check(tmp_path)
     assert r.problem is None and not r.damaged and r.last_seq == 30
     assert [(g.group, g.entries, g.last_seq) for g in r.groups] == [(0, 30, 30), (1, 18, 30), (2, 30, 30)]
@@ -89,7 +90,9 @@ def test_truncate_restarts_only_the_damaged_group(tmp_path):
 
 
 def test_truncate_damage_in_a_shared_segment_cuts_every_group_there(tmp_path):
-    write_shared(tmp_path, 30, segment_bytes=800)
+    """The cut leaves group 1's fuzzy snapshot (at 2, holding effects up to 25) without the
+    entries it needs: group 1 restarts empty."""
+    write_shared(tmp_path, 30, segment_bytes=800, snapshot=(1, 2, 25))
     names = segments(tmp_path)
     assert len(names) >= 4
     seg = tmp_path / names[1]
@@ -101,10 +104,12 @@ def test_truncate_damage_in_a_shared_segment_cuts_every_group_there(tmp_path):
     assert r.damaged and (r.problem.file, r.problem.offset) == (names[1], offset)
     report = truncate(tmp_path)
     assert not report.damaged and report.dropped.cut.file == names[1] and set(report.dropped.files_removed) == set(names[2:])
+    assert "group 1 restarts empty in history 1 (" in report.dropped.what
     rec = recovered(tmp_path)
-    lasts = [g.last_seq for g in rec.groups]
-    assert all(g.entries and [e.seq for e in g.entries] == list(range(1, g.last_seq + 1)) for g in rec.groups)
-    assert max(lasts) - min(lasts) <= 1 and max(lasts) < 30 and rec.entries_dropped
+    kept = [rec.groups[0], rec.groups[2]]
+    assert all(g.entries and [e.seq for e in g.entries] == list(range(1, g.last_seq + 1)) for g in kept)
+    assert abs(kept[0].last_seq - kept[1].last_seq) <= 1 and kept[0].last_seq < 25 and rec.entries_dropped
+    assert (rec.groups[1].history, rec.groups[1].last_seq, rec.groups[1].entries) == (1, 0, ())
 
 
 def test_truncate_a_torn_tail_alone_leaves_no_marker(tmp_path):
