@@ -43,6 +43,11 @@ class SharedJournalWriter(Writer):
 
     def _reset(self, op: _Reset) -> None:
         self._journal.reset(op.group, op.at_seq, op.at_epoch, op.blobs)
+        # The reset's token is reported durable, and with it every token before it. A reset of
+        # one journal (format 1) replaced all that they stood for; here other groups' entries
+        # written before it are still to be synced.
+        if self._policy == "always" and self._journal.unsynced:
+            self._sync()
 
     def _begin(self, snap: PendingSnapshot, at_seq: int, at_epoch: int) -> SnapshotWriter:
         return self._journal.begin_snapshot(snap.group, at_seq, at_epoch)

@@ -95,6 +95,26 @@ def test_a_reset_of_one_group_in_order_with_the_others_appends():
     assert rec.groups[1].blobs == (b"group 1 at 4",) and [e.seq for e in rec.groups[1].entries] == [5]
 
 
+def test_a_reset_reports_durable_only_once_the_other_groups_entries_before_it_are():
+    disk = MemDisk()
+    j, _ = SharedJournal.open(disk, 2)
+    sink = Sink(disk)
+    w = writer(j, sink)
+    for i in range(1, 30):
+        w.submit(2 * i - 1, 0, [entry(i)])
+        w.submit_reset(2 * i, 1, i, 1, [b"group 1's state"])
+    sink.wait(lambda: sink.durable and sink.durable[-1] == 58)
+    w.close()
+    unsynced: set[str] = set()
+    for op, name in disk.ops:
+        if op == "append" and name.endswith(".seg"):
+            unsynced.add(name)
+        elif op == "sync":
+            unsynced.discard(name)
+        elif op == "durable":
+            assert not unsynced, f"token {name} reported durable over unsynced entries: {disk.ops}"
+
+
 def test_a_snapshot_of_one_group_waits_for_that_groups_entries_durable():
     disk = MemDisk()
     j, _ = SharedJournal.open(disk, 2, segment_bytes=400)
