@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
     DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, Damaged, FormatError, JournalEntry, Scan, SegmentHeader,
-    SnapshotContents, Torn, UnsupportedVersion, decode_entry, decode_header, decode_snapshot, parse_segment_name, parse_snapshot_name,
-    scan, snapshot_name,
+    SnapshotContents, Torn, UnsupportedVersion, decode_entry, decode_header, decode_snapshot, parse_segment_name,
+    parse_snapshot_name, scan, snapshot_name,
 )
 
 

@@ -297,5 +297,7 @@ class SharedJournal(JournalFiles):
 
 
 def _journal_file(name: str) -> bool:
-    return parse_segment_name(name) is not None or (parse_snapshot_name(name) is not None and not name.endswith(TEMP_SUFFIX))
+    if name.endswith(TEMP_SUFFIX):
+        return False
+    return parse_segment_name(name) is not None or parse_snapshot_name(name) is not None
 

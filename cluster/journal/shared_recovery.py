@@ -99,7 +99,7 @@ class SharedSurvey:
     """A read-only look at a shared journal directory."""
 
     files: tuple[FileInfo, ...]
-    groups: int                              # as the segments' headers say (else the most of the files' and the caller's)
+    groups: int                              # the segments' headers', else the most the files or the caller show
     written_groups: int | None               # what the first readable segment header says
     recoveries: tuple[GroupRecovery, ...]    # one per group, 0..groups-1
     segments: tuple[str, ...]                # kept, in order
@@ -186,7 +186,8 @@ def survey(disk: Disk, groups: int | None = None) -> SharedSurvey:
     garbage = [n for n in names if n.endswith(TEMP_SUFFIX)] + reader.garbage()
     return SharedSurvey(
         tuple(infos), reader.groups, reader.written_groups, reader.recoveries(), tuple(reader.kept),
-        tuple((n, c) for n, c in reader.coverage if n in reader.kept), tuple(garbage), reader.tail_cut, reader.damage, reader.repair(),
+        tuple((n, c) for n, c in reader.coverage if n in reader.kept), tuple(garbage), reader.tail_cut, reader.damage,
+        reader.repair(),
         max(reader.counters, default=0) + 1, max((n for n, _ in reader.segments), default=0) + 1,
         tuple(reader.reserved), DROPPED_MARKER in names)
 
@@ -232,7 +233,10 @@ class _Reader(SegmentEnds):
             self.read_segments()
         except _Stop as stop:
             self.damage, self.stop_cut, self.stop_remove = stop.problem, stop.cut, stop.remove
-        self.groups = self.written_groups if self.written_groups is not None else max([self.groups, *(g + 1 for g in self.state)])
+        if self.written_groups is not None:
+            self.groups = self.written_groups
+        else:
+            self.groups = max([self.groups, *(g + 1 for g in self.state)])
         for g, st in sorted(self.state.items()):
             if g >= self.groups and self.damage is None:
                 self.damage = Problem(_snapshot_file(self.snapshots[g]), 0, "damaged",
@@ -289,8 +293,9 @@ class _Reader(SegmentEnds):
                 return
             raise _Stop(Problem(name, 0, "damaged", f"segment header: {e}"), None, [name] + later) from None
         if header.number != number or (self.written_groups is not None and header.groups != self.written_groups):
-            raise _Stop(Problem(name, 0, "damaged", f"header says number {header.number} and groups {header.groups}, "
-                                f"the name {number} and the journal's groups {self.written_groups}"), None, [name] + later)
+            why = (f"header says number {header.number} and groups {header.groups}, the name {number} and the "
+                   f"journal's groups {self.written_groups}")
+            raise _Stop(Problem(name, 0, "damaged", why), None, [name] + later)
         self.written_groups = header.groups
         s = scan(data, HEADER_SIZE, SEGMENT_TAGS)
         cover: Coverage = {}
@@ -353,7 +358,8 @@ class _Reader(SegmentEnds):
         return tuple(out)
 
     def repair(self) -> SharedRepair | None:
-        resets = tuple(g for g, st in sorted(self.state.items()) if st.damage is not None and st.damage.kind != "unsupported")
+        resets = tuple(g for g, st in sorted(self.state.items())
+                       if st.damage is not None and st.damage.kind != "unsupported")
         if self.damage is None and not resets:
             return None
         if self.damage is not None and self.damage.kind == "unsupported":

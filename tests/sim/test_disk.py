@@ -225,7 +225,8 @@ def test_the_shared_journal_recovers_every_groups_synced_entries_after_any_power
         history = [0] * groups
         for _ in range(rng.randint(1, 40)):
             batch = [(g, [JournalEntry(j.last_seq(g) + i + 1, 1, bytes([rng.randrange(256)]) * rng.randint(1, 60))
-                          for i in range(rng.randint(1, 3))]) for g in rng.sample(range(groups), rng.randint(1, groups))]
+                          for i in range(rng.randint(1, 3))])
+                     for g in rng.sample(range(groups), rng.randint(1, groups))]
             j.append_groups(batch)
             if rng.random() < 0.6:
                 durable = list(j.sync())
