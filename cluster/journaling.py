@@ -23,6 +23,7 @@ from cluster.compaction import Snapshot
 from cluster.config import Durability
 from cluster.journal.disk import OsDisk
 from cluster.journal.journal import Journal, Recovery
+from cluster.journal.shared_recovery import JournalFormatMismatch, require_format
 from cluster.journal.writer import JournalWriter
 from cluster.node_actions import ForgetDropped, Persist, PersistReset
 from cluster.replication.log import Entry, ReplicationLog
@@ -74,7 +75,13 @@ def open_journal(durability: Durability, new_storage: Callable[[], Storage],
         os.makedirs(where, exist_ok=True)
         if not os.access(where, os.W_OK | os.X_OK):
             raise PermissionError(f"{where} is not writable")
-        journal, rec = Journal.open(OsDisk(where))
+        disk = OsDisk(where)
+        try:
+            require_format(disk, 1)     # a shared journal (groups >= 2) is not this node's to read
+        except JournalFormatMismatch:
+            disk.close()
+            raise
+        journal, rec = Journal.open(disk)
     except (OSError, RuntimeError, ValueError) as e:
         raise DataDirError(f"data-dir {durability.data_dir}: {e}") from e
     try:

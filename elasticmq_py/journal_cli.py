@@ -20,6 +20,7 @@ from cluster.journal.backup import BackupFailed, backup, restore
 from cluster.journal.disk import JournalIOError, JournalLocked
 from cluster.journal.format import DROPPED_MARKER
 from cluster.journal.recovery import JournalDamaged
+from cluster.journal.shared_tools import SharedReport
 from cluster.journal.tools import Report, check, truncate
 
 EXIT_OK = 0
@@ -155,12 +156,10 @@ def _restore(src: str, data_dir: str, out: TextIO, err: TextIO) -> int:
     return EXIT_DAMAGED if report.damaged else EXIT_OK
 
 
-def format_report(r: Report) -> list[str]:
-    lines = [f"journal {r.path}"]
-    lines.append(f"  files: {len(r.files)} ({_bytes(r.bytes)})")
-    for f in r.files:
-        extra = "" if f.history is None else f", history {f.history}" + ("" if f.seq is None else f", seq {f.seq}")
-        lines.append(f"    {f.name}  {f.kind}, {_bytes(f.size)}{extra}")
+def format_report(r: Report | SharedReport) -> list[str]:
+    if isinstance(r, SharedReport):
+        return _format_shared(r)
+    lines = _files(r)
     lines.append(f"  histories: {', '.join(map(str, r.histories)) or 'none'} (current {r.history})")
     if r.snapshot is None:
         lines.append("  snapshot: none")
@@ -173,6 +172,34 @@ def format_report(r: Report) -> list[str]:
         lines.append(f"  entries: {r.entries} readable before the problem (seq {first}..{r.last_seq})")
     else:
         lines.append(f"  entries: {r.entries} to replay; on disk seq {first}..{r.last_seq}")
+    return lines + _outcome(r)
+
+
+def _format_shared(r: SharedReport) -> list[str]:
+    lines = _files(r)
+    lines[0] += f" (shared by {len(r.groups)} groups)"
+    for g in r.groups:
+        s = g.snapshot
+        snap = "no snapshot" if s is None else (f"snapshot #{s.counter} at seq {s.at_seq} epoch {s.at_epoch}, "
+                                                 f"needs entries up to {s.end_seq}")
+        first = "-" if g.first_seq is None else g.first_seq
+        bad = "" if g.problem is None else "; damaged"
+        lines.append(f"  group {g.group}: history {g.history}, {snap}; entries: {g.entries} to replay; "
+                     f"on disk seq {first}..{g.last_seq}{bad}")
+    return lines + _outcome(r)
+
+
+def _files(r: Report | SharedReport) -> list[str]:
+    lines = [f"journal {r.path}", f"  files: {len(r.files)} ({_bytes(r.bytes)})"]
+    for f in r.files:
+        extra = "" if f.history is None else f", history {f.history}" + ("" if f.seq is None else f", seq {f.seq}")
+        lines.append(f"    {f.name}  {f.kind}, {_bytes(f.size)}{extra}")
+    return lines
+
+
+def _outcome(r: Report | SharedReport) -> list[str]:
+    """The problem, what truncate dropped, and the marker it left."""
+    lines = []
     if r.problem is None:
         lines.append("  problem: none")
     else:
@@ -195,7 +222,7 @@ def format_report(r: Report) -> list[str]:
     return lines
 
 
-def _print(r: Report, out: TextIO) -> None:
+def _print(r: Report | SharedReport, out: TextIO) -> None:
     print("\n".join(format_report(r)), file=out)
 
 

@@ -30,6 +30,7 @@ from cluster.journal.disk import LOCK_NAME, OsDisk
 from cluster.journal.format import HEADER_SIZE, TEMP_SUFFIX, parse_segment_name, scan
 from cluster.journal.journal import Journal
 from cluster.journal.recovery import raise_damage, survey
+from cluster.journal.shared_recovery import journal_format
 from cluster.journal.tools import Report, check
 
 ATTEMPTS = 5
@@ -51,6 +52,9 @@ def backup(src: str | os.PathLike[str], dest: str | os.PathLike[str], *, attempt
     src = os.fspath(src)
     if not os.path.isdir(src):
         raise FileNotFoundError(f"no such journal directory: {src}")
+    if journal_format(os.listdir(src)) == 2:
+        raise BackupFailed(f"{src} holds a shared journal (a node with [cluster] groups >= 2): backup copies "
+                           f"a journal of groups = 1 only")
     with OsDisk(dest) as disk:
         if disk.list():
             raise FileExistsError(f"{disk.where} is not empty: give a new directory for the backup")

@@ -17,7 +17,7 @@ A payload starts with a one-byte tag:
     3 snapshot end:  blob count u64 | end_seq u64       (last record of a complete snapshot)
 
 The version is read before the CRC, so a file from a later format says so instead of looking
-corrupt.
+corrupt. Format 2, the shared journal of a node with groups >= 2, is shared_format.py.
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ _CRC = struct.Struct("<I")
 _RECORD = struct.Struct("<II")
 _ENTRY = struct.Struct("<BQQ")
 _END = struct.Struct("<BQQ")
-_TAG = re.compile(rb"[\x01\x02\x03]")
+# the tags a record of format 1 can start with, and a pattern that finds them (scan's resync)
+TAGS = bytes((TAG_ENTRY, TAG_BLOB, TAG_END))
+_TAG_PATTERNS: dict[bytes, re.Pattern[bytes]] = {}
 _SEGMENT_NAME = re.compile(r"h(\d{8})-(\d{20})\.seg")
 _SNAPSHOT_NAME = re.compile(r"snap-(\d{8})\.snap")
 
@@ -161,32 +163,39 @@ def parse_snapshot_name(name: str) -> int | None:
 
 # -- headers --------------------------------------------------------------------------------------
 
-def _header(kind: int, a: int, b: int, c: int, d: int) -> bytes:
-    body = _HEADER.pack(MAGIC, VERSION, kind, 0, a, b, c, d)
+def encode_header(kind: int, a: int, b: int, c: int, d: int, *, version: int = VERSION, spare: int = 0) -> bytes:
+    body = _HEADER.pack(MAGIC, version, kind, spare, a, b, c, d)
     return body + _CRC.pack(zlib.crc32(body))
 
 
 def encode_segment_header(h: SegmentHeader) -> bytes:
-    return _header(KIND_SEGMENT, h.history, h.first_seq, 0, 0)
+    return encode_header(KIND_SEGMENT, h.history, h.first_seq, 0, 0)
 
 
 def encode_snapshot_header(h: SnapshotHeader) -> bytes:
-    return _header(KIND_SNAPSHOT, h.history, h.at_seq, h.at_epoch, h.counter)
+    return encode_header(KIND_SNAPSHOT, h.history, h.at_seq, h.at_epoch, h.counter)
+
+
+def unpack_header(data: bytes, version: int = VERSION) -> tuple[int, int, int, int, int, int]:
+    """(kind, spare byte, the four fields) of the header at the start of ``data``, a header of
+    format ``version``; FormatError (UnsupportedVersion for another version) says what is wrong."""
+    if len(data) < HEADER_SIZE:
+        raise FormatError(f"header is {len(data)} bytes, expected {HEADER_SIZE}")
+    magic, found, kind, spare, a, b, c, d = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise FormatError(f"bad magic {magic!r} (expected {MAGIC!r}): not a journal file")
+    if found != version:
+        raise UnsupportedVersion(f"format version {found}; this build reads version {version} only")
+    (crc,) = _CRC.unpack_from(data, _HEADER.size)
+    if zlib.crc32(memoryview(data)[:_HEADER.size]) != crc:
+        raise FormatError("header CRC mismatch")
+    return kind, spare, a, b, c, d
 
 
 def decode_header(data: bytes) -> SegmentHeader | SnapshotHeader:
     """The header at the start of ``data``; FormatError (UnsupportedVersion for another
     version) says what is wrong with it."""
-    if len(data) < HEADER_SIZE:
-        raise FormatError(f"header is {len(data)} bytes, expected {HEADER_SIZE}")
-    magic, version, kind, _, a, b, c, d = _HEADER.unpack_from(data)
-    if magic != MAGIC:
-        raise FormatError(f"bad magic {magic!r} (expected {MAGIC!r}): not a journal file")
-    if version != VERSION:
-        raise UnsupportedVersion(f"format version {version}; this build reads version {VERSION} only")
-    (crc,) = _CRC.unpack_from(data, _HEADER.size)
-    if zlib.crc32(memoryview(data)[:_HEADER.size]) != crc:
-        raise FormatError("header CRC mismatch")
+    kind, _, a, b, c, d = unpack_header(data)
     if kind == KIND_SEGMENT:
         return SegmentHeader(a, b)
     if kind == KIND_SNAPSHOT:
@@ -241,8 +250,16 @@ def _bad(view: memoryview, off: int) -> str | None:
     return None
 
 
-def _resync(view: memoryview, bad: int) -> int | None:
-    """The offset of a valid record after the bad one at ``bad``, if the bounded search finds one."""
+def _tag_pattern(tags: bytes) -> re.Pattern[bytes]:
+    pattern = _TAG_PATTERNS.get(tags)
+    if pattern is None:
+        pattern = _TAG_PATTERNS[tags] = re.compile(b"[" + b"".join(b"\\x%02x" % t for t in tags) + b"]")
+    return pattern
+
+
+def _resync(view: memoryview, bad: int, tags: bytes) -> int | None:
+    """The offset of a valid record after the bad one at ``bad``, if the bounded search finds one
+    (a valid record starts with one of ``tags``)."""
     n = len(view)
     candidates: list[int] = []
     if n - bad >= _RECORD.size:
@@ -255,7 +272,7 @@ def _resync(view: memoryview, bad: int) -> int | None:
 
     def valid(p: int) -> bool:
         nonlocal budget
-        if p <= bad or n - p < _RECORD.size + 1 or view[p + _RECORD.size] not in (TAG_ENTRY, TAG_BLOB, TAG_END):
+        if p <= bad or n - p < _RECORD.size + 1 or view[p + _RECORD.size] not in tags:
             return False
         length, crc = _RECORD.unpack_from(view, p)
         if not 0 < length <= min(MAX_RECORD, n - p - _RECORD.size) or length > budget:
@@ -269,7 +286,7 @@ def _resync(view: memoryview, bad: int) -> int | None:
             return p
     # every payload starts with a tag byte, so only offsets 8 bytes before one are candidates:
     # a regular-expression scan finds those at C speed, and zero-filled tails have none
-    for m in _TAG.finditer(view, bad + 1 + _RECORD.size, limit + _RECORD.size):
+    for m in _tag_pattern(tags).finditer(view, bad + 1 + _RECORD.size, limit + _RECORD.size):
         if budget <= 0:
             break
         if valid(m.start() - _RECORD.size):
@@ -277,8 +294,9 @@ def _resync(view: memoryview, bad: int) -> int | None:
     return None
 
 
-def scan(data: bytes, start: int = 0) -> Scan:
+def scan(data: bytes, start: int = 0, tags: bytes = TAGS) -> Scan:
     """The valid records of ``data`` from ``start``, and what stopped the scan if not the end.
+    ``tags``: the tags a record of this kind of file can start with.
 
     A bad record (short, absurd length, CRC mismatch) followed by a valid one is ``Damaged``;
     otherwise it is the torn tail of an interrupted write, ``Torn``. The search for a later valid
@@ -295,7 +313,7 @@ def scan(data: bytes, start: int = 0) -> Scan:
         if why is not None:
             if data.count(0, off) == n - off:
                 return Scan(tuple(records), off, None)
-            nxt = _resync(view, off)
+            nxt = _resync(view, off, tags)
             if nxt is None:
                 return Scan(tuple(records), off, Torn(off, why))
             return Scan(tuple(records), off, Damaged(off, f"{why}; a valid record follows at offset {nxt}", nxt))
@@ -312,6 +330,11 @@ def decode_snapshot(data: bytes) -> SnapshotContents:
     header = decode_header(data)
     if not isinstance(header, SnapshotHeader):
         raise FormatError("a segment header where a snapshot header belongs")
+    return snapshot_contents(header, data)
+
+
+def snapshot_contents(header: SnapshotHeader, data: bytes) -> SnapshotContents:
+    """The blobs and end record of a snapshot file whose header (already decoded) is ``header``."""
     s = scan(data, HEADER_SIZE)
     blobs: list[bytes] = []
     for i, rec in enumerate(s.records):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
@@ -24,7 +24,7 @@ from cluster.journal.format import (
     encode_snapshot_end, encode_snapshot_header, parse_segment_name, segment_name, snapshot_name,
 )
 from cluster.journal.recovery import (  # noqa: F401  (recover, Recovery, JournalDamaged: re-exported)
-    JournalDamaged, Recovery, SnapshotPosition, Survey, UnsupportedJournal, file_kind, raise_damage, recover,
+    Cut, JournalDamaged, Recovery, SnapshotPosition, Survey, UnsupportedJournal, file_kind, raise_damage, recover,
     recovery_of, survey,
 )
 
@@ -69,31 +69,206 @@ class JournalStats:
     last_snapshot: SnapshotStats | None
 
 
-class Journal:
-    """A node's journal in one directory. Build it with ``Journal.open(disk)``."""
+class JournalFiles:
+    """What a journal does with its files, whatever their layout: appends into segments created
+    with their space reserved, fsyncs, snapshot files sealed by rename, removals, the
+    fail-stop after an I/O error, and the figures. ``Journal`` (one group) and
+    ``SharedJournal`` (shared.py, every group of a node) build on it."""
 
-    def __init__(self, disk: Disk, sv: Survey, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES):
+    def __init__(self, disk: Disk, sizes: dict[str, int], *, segment_bytes: int, next_counter: int,
+                 entries_dropped: bool):
         self._disk = disk
         self._segment_bytes = segment_bytes
-        self._history = sv.history
-        self._last_seq = self._durable_seq = sv.last_seq
-        self._last_epoch = sv.last_epoch
-        self._snapshot = sv.snapshot
-        self._next_counter = sv.next_counter
-        self._entries_dropped = sv.entries_dropped
-        self._segments: list[tuple[int, str]] = [(parse_segment_name(n)[1], n) for n in sv.segments]  # type: ignore[index]
-        self._sizes = {n: disk.size(n) for n in disk.list() if file_kind(n) in ("segment", "snapshot")}
+        self._next_counter = next_counter
+        self._entries_dropped = entries_dropped
+        self._sizes = sizes
         # a running total, because stats() may be read from another thread while _sizes changes
         self._bytes = sum(self._sizes.values())
         self._unsynced: dict[str, None] = {}     # ordered set: files written since their last sync
         self._dir_dirty = False
-        self._active: SnapshotWriter | None = None
         self._failed: BaseException | None = None
         self._closed = False
         self._fsyncs = 0
         self._fsync_total_s = 0.0
         self._fsync_last_s: float | None = None
         self._last_snapshot: SnapshotStats | None = None
+
+    @property
+    def where(self) -> str:
+        return self._disk.where
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise JournalFailed(f"the journal in {self._disk.where} stopped after an I/O error: "
+                                f"{self._failed}") from self._failed
+        if self._closed:
+            raise JournalFailed(f"the journal in {self._disk.where} is closed")
+
+    def _guard(self, exc: BaseException) -> None:
+        if isinstance(exc, OSError):
+            self._failed = exc
+
+    def _write(self, name: str, data: bytes) -> None:
+        self._disk.append(name, data)
+        self._sizes[name] += len(data)
+        self._bytes += len(data)
+        self._unsynced[name] = None
+
+    def _new_segment(self, prev: str | None, name: str, header: bytes) -> None:
+        """Close the current segment ``prev`` and create ``name`` after it, holding ``header``."""
+        # The segment before must be on disk, directory entry included, before the next one can
+        # exist: otherwise a power cut could keep the new file and tear the old one's tail, a
+        # torn segment that is not the last, which recovery must refuse (the simulator's power
+        # cuts reach this; the mutant journal-roll-unsynced skips the sync).
+        if prev is not None:
+            # the space reserved past its data goes back (a truncation: durable once synced)
+            self._disk.truncate(prev, self._sizes[prev])
+            self._disk.sync(prev)
+            self._disk.release(prev)
+            self._unsynced.pop(prev, None)
+            if self._dir_dirty:
+                self._disk.sync_dir()
+                self._dir_dirty = False
+        # The segment's whole size is reserved at once: an fdatasync after an append that
+        # grows a file must also commit its new size (a filesystem journal commit), one into
+        # reserved space need not. On ext4 here: 0.17-0.18 ms against 0.10-0.13 ms a sync.
+        self._disk.write_new(name, header, reserve=self._segment_bytes)
+        self._sizes[name] = len(header)
+        self._bytes += len(header)
+        self._unsynced[name] = None
+        self._dir_dirty = True
+
+    def _flush(self, current: str | None) -> bool:
+        """fsync every file written since its last sync (``current``, the segment appended to,
+        stays open), and the directory if it changed; False when there was nothing to sync."""
+        if not self._unsynced and not self._dir_dirty:
+            return False
+        started = time.monotonic()
+        try:
+            for name in list(self._unsynced):
+                self._disk.sync(name)
+                if name != current:
+                    self._disk.release(name)
+            if self._dir_dirty:
+                self._disk.sync_dir()
+        except BaseException as exc:
+            self._guard(exc)
+            raise
+        self._unsynced.clear()
+        self._dir_dirty = False
+        took = time.monotonic() - started
+        self._fsyncs += 1
+        self._fsync_total_s += took
+        self._fsync_last_s = took
+        return True
+
+    # -- snapshot files --
+
+    def _begin_file(self, writer: SnapshotWriter) -> SnapshotWriter:
+        """Create ``writer``'s temporary file, holding its header."""
+        self._disk.write_new(writer.tmp, writer.head)
+        return writer
+
+    def _add(self, writer: SnapshotWriter, blob: bytes) -> int:
+        self._check()
+        if writer.done:
+            raise SnapshotAborted("the snapshot was aborted or finished")
+        record = encode_blob(blob)
+        try:
+            self._disk.append(writer.tmp, record)
+        except BaseException as exc:
+            self._guard(exc)
+            raise
+        return len(record)
+
+    def _seal(self, writer: SnapshotWriter, end_seq: int) -> SnapshotStats:
+        """Seal the snapshot file: end record, fsync, rename, fsync the directory."""
+        end = encode_snapshot_end(writer.blobs, end_seq)
+        self._disk.append(writer.tmp, end)
+        self._disk.sync(writer.tmp)
+        self._disk.rename(writer.tmp, writer.name)
+        self._disk.sync_dir()
+        writer.done = True      # sealed: no more adds
+        h = writer.header
+        size = writer.bytes + len(end)
+        self._sizes[writer.name] = size
+        self._bytes += size
+        self._last_snapshot = SnapshotStats(h.counter, h.at_seq, end_seq, size,
+                                            time.monotonic() - writer.started, time.time())
+        return self._last_snapshot
+
+    def _abort(self, writer: SnapshotWriter) -> None:
+        if writer.done:
+            return
+        writer.done = True
+        self._drop_active(writer)
+        try:
+            self._disk.remove(writer.tmp)
+        except OSError as e:
+            # only garbage is left behind, which recovery deletes
+            log.warning("journal %s: cannot remove %s: %s", self._disk.where, writer.tmp, e)
+
+    def _drop_active(self, writer: SnapshotWriter) -> None:
+        """``writer`` is no longer the snapshot in progress."""
+        raise NotImplementedError
+
+    def _remove(self, name: str) -> None:
+        self._disk.remove(name)
+        self._bytes -= self._sizes.pop(name, 0)
+        self._unsynced.pop(name, None)
+
+    # -- the marker `journal truncate` leaves --
+
+    def forget_dropped(self) -> None:
+        """The node holds again all it may have acknowledged (its core says so only once this
+        journal holds it durably): remove ``DROPPED_MARKER``, durably, so that a later restart
+        is an ordinary one."""
+        self._check()
+        if not self._entries_dropped:
+            return
+        try:
+            self._disk.remove(DROPPED_MARKER)
+            self._disk.sync_dir()
+        except BaseException as exc:
+            self._guard(exc)
+            raise
+        self._entries_dropped = False
+
+    def _close_files(self, active: Iterable[SnapshotWriter], current: str | None) -> None:
+        """Abort the snapshots ``active``, sync what was appended (unless an I/O error stopped
+        the journal), then release the directory."""
+        if self._closed:
+            return
+        try:
+            for writer in list(active):
+                writer.abort()
+            if self._failed is None:
+                if current is not None:
+                    # a clean stop leaves no reserved space behind (a crash does: recovery cuts it)
+                    self._disk.truncate(current, self._sizes[current])
+                    self._unsynced[current] = None
+                self.sync()
+        finally:
+            self._closed = True
+            self._disk.close()
+
+    def sync(self) -> object:
+        raise NotImplementedError
+
+
+class Journal(JournalFiles):
+    """A node's journal in one directory. Build it with ``Journal.open(disk)``."""
+
+    def __init__(self, disk: Disk, sv: Survey, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES):
+        super().__init__(disk, {n: disk.size(n) for n in disk.list() if file_kind(n) in ("segment", "snapshot")},
+                         segment_bytes=segment_bytes, next_counter=sv.next_counter,
+                         entries_dropped=sv.entries_dropped)
+        self._history = sv.history
+        self._last_seq = self._durable_seq = sv.last_seq
+        self._last_epoch = sv.last_epoch
+        self._snapshot = sv.snapshot
+        self._segments: list[tuple[int, str]] = [(parse_segment_name(n)[1], n) for n in sv.segments]  # type: ignore[index]
+        self._active: SnapshotWriter | None = None
 
     @classmethod
     def open(cls, disk: Disk, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> tuple[Journal, Recovery]:
@@ -103,24 +278,7 @@ class Journal:
         try:
             sv = survey(disk)
             raise_damage(disk, sv)
-            for name in sv.garbage:
-                disk.remove(name)
-            cut = sv.tail_cut
-            if cut is not None:
-                log.warning("journal %s: torn tail: %s", disk.where, cut.describe())
-                if cut.remove:
-                    disk.remove(cut.file)
-                else:
-                    disk.truncate(cut.file, cut.offset)
-            for name, end in sv.reserved:
-                disk.truncate(name, end)    # the zeros reserved after its data: nothing was lost
-            # After a process crash (no power loss) the page cache still holds what was never
-            # fsynced, and recovery just read it: sync it before anything counts as durable.
-            for name in sv.segments:
-                disk.sync(name)
-            disk.sync_dir()
-            for name in sv.segments[:-1]:
-                disk.release(name)
+            prepare(disk, sv.garbage, sv.tail_cut, sv.reserved, sv.segments)
             journal = cls(disk, sv, segment_bytes=segment_bytes)
         except BaseException:
             disk.close()
@@ -145,22 +303,7 @@ class Journal:
     def durable_seq(self) -> int:
         return self._durable_seq
 
-    @property
-    def where(self) -> str:
-        return self._disk.where
-
     # -- appending --
-
-    def _check(self) -> None:
-        if self._failed is not None:
-            raise JournalFailed(f"the journal in {self._disk.where} stopped after an I/O error: "
-                                f"{self._failed}") from self._failed
-        if self._closed:
-            raise JournalFailed(f"the journal in {self._disk.where} is closed")
-
-    def _guard(self, exc: BaseException) -> None:
-        if isinstance(exc, OSError):
-            self._failed = exc
 
     def append(self, entries: Iterable[JournalEntry]) -> None:
         """Write ``entries`` after the last one (not fsynced: see ``sync``). Each seq must be
@@ -191,64 +334,18 @@ class Journal:
         self._last_seq = seq
         self._last_epoch = batch[-1].written_epoch
 
-    def _write(self, name: str, data: bytes) -> None:
-        self._disk.append(name, data)
-        self._sizes[name] += len(data)
-        self._bytes += len(data)
-        self._unsynced[name] = None
-
     def _roll(self, first_seq: int) -> str:
-        # The segment before must be on disk, directory entry included, before the next one can
-        # exist: otherwise a power cut could keep the new file and tear the old one's tail, a
-        # torn segment that is not the last, which recovery must refuse (the simulator's power
-        # cuts reach this; the mutant journal-roll-unsynced skips the sync).
-        if self._segments:
-            prev = self._segments[-1][1]
-            # the space reserved past its data goes back (a truncation: durable once synced)
-            self._disk.truncate(prev, self._sizes[prev])
-            self._disk.sync(prev)
-            self._disk.release(prev)
-            self._unsynced.pop(prev, None)
-            if self._dir_dirty:
-                self._disk.sync_dir()
-                self._dir_dirty = False
         name = segment_name(self._history, first_seq)
-        header = encode_segment_header(SegmentHeader(self._history, first_seq))
-        # The segment's whole size is reserved at once: an fdatasync after an append that
-        # grows a file must also commit its new size (a filesystem journal commit), one into
-        # reserved space need not. On ext4 here: 0.17-0.18 ms against 0.10-0.13 ms a sync.
-        self._disk.write_new(name, header, reserve=self._segment_bytes)
-        self._sizes[name] = len(header)
-        self._bytes += len(header)
+        self._new_segment(self._segments[-1][1] if self._segments else None, name,
+                          encode_segment_header(SegmentHeader(self._history, first_seq)))
         self._segments.append((first_seq, name))
-        self._unsynced[name] = None
-        self._dir_dirty = True
         return name
 
     def sync(self) -> int:
         """fsync what was appended; returns the seq now durable."""
         self._check()
-        if not self._unsynced and not self._dir_dirty:
-            return self._durable_seq
-        started = time.monotonic()
-        current = self._segments[-1][1] if self._segments else None
-        try:
-            for name in list(self._unsynced):
-                self._disk.sync(name)
-                if name != current:
-                    self._disk.release(name)
-            if self._dir_dirty:
-                self._disk.sync_dir()
-        except BaseException as exc:
-            self._guard(exc)
-            raise
-        self._unsynced.clear()
-        self._dir_dirty = False
-        took = time.monotonic() - started
-        self._fsyncs += 1
-        self._fsync_total_s += took
-        self._fsync_last_s = took
-        self._durable_seq = self._last_seq
+        if self._flush(self._segments[-1][1] if self._segments else None):
+            self._durable_seq = self._last_seq
         return self._durable_seq
 
     # -- snapshots --
@@ -300,32 +397,14 @@ class Journal:
         counter = self._next_counter
         self._next_counter += 1
         header = SnapshotHeader(history, at_seq, at_epoch, counter)
-        tmp = snapshot_name(counter) + TEMP_SUFFIX
-        data = encode_snapshot_header(header)
-        self._disk.write_new(tmp, data)
-        return SnapshotWriter(self, header, tmp, len(data))
-
-    def _add(self, writer: SnapshotWriter, blob: bytes) -> int:
-        self._check()
-        if writer.done:
-            raise SnapshotAborted("the snapshot was aborted or finished")
-        record = encode_blob(blob)
-        try:
-            self._disk.append(writer.tmp, record)
-        except BaseException as exc:
-            self._guard(exc)
-            raise
-        return len(record)
+        name = snapshot_name(counter)
+        return self._begin_file(SnapshotWriter(self, header, name, encode_snapshot_header(header)))
 
     def _finish(self, writer: SnapshotWriter, end_seq: int) -> SnapshotStats:
         self._check()
         if writer.done or writer is not self._active:
             raise SnapshotAborted("the snapshot was aborted (or a reset started a new history)")
-        if end_seq < writer.header.at_seq:
-            raise ValueError(f"end_seq {end_seq} before the snapshot's at_seq {writer.header.at_seq}")
-        if end_seq > self._durable_seq:
-            raise ValueError(f"the journal is durable up to {self._durable_seq} only, the snapshot needs "
-                             f"{end_seq}: sync() first")
+        check_end(writer, end_seq, self._durable_seq)
         try:
             stats = self._complete(writer, end_seq)
             self._active = None
@@ -341,60 +420,17 @@ class Journal:
         return stats
 
     def _complete(self, writer: SnapshotWriter, end_seq: int) -> SnapshotStats:
-        """Seal the snapshot file: end record, fsync, rename, fsync the directory; then remove the
-        older snapshots."""
-        end = encode_snapshot_end(writer.blobs, end_seq)
-        self._disk.append(writer.tmp, end)
-        self._disk.sync(writer.tmp)
-        name = snapshot_name(writer.header.counter)
-        self._disk.rename(writer.tmp, name)
-        self._disk.sync_dir()
-        writer.done = True      # sealed: no more adds
-        h = writer.header
-        size = writer.bytes + len(end)
-        self._sizes[name] = size
-        self._bytes += size
         old = self._snapshot
+        stats = self._seal(writer, end_seq)
+        h = writer.header
         self._snapshot = SnapshotPosition(h.counter, h.history, h.at_seq, h.at_epoch, end_seq)
         if old is not None:
             self._remove(snapshot_name(old.counter))
-        self._last_snapshot = SnapshotStats(h.counter, h.at_seq, end_seq, size,
-                                            time.monotonic() - writer.started, time.time())
-        return self._last_snapshot
+        return stats
 
-    def _abort(self, writer: SnapshotWriter) -> None:
-        if writer.done:
-            return
-        writer.done = True
+    def _drop_active(self, writer: SnapshotWriter) -> None:
         if self._active is writer:
             self._active = None
-        try:
-            self._disk.remove(writer.tmp)
-        except OSError as e:
-            # only garbage is left behind, which recovery deletes
-            log.warning("journal %s: cannot remove %s: %s", self._disk.where, writer.tmp, e)
-
-    def _remove(self, name: str) -> None:
-        self._disk.remove(name)
-        self._bytes -= self._sizes.pop(name, 0)
-        self._unsynced.pop(name, None)
-
-    # -- the marker `journal truncate` leaves --
-
-    def forget_dropped(self) -> None:
-        """The node holds again all it may have acknowledged (its core says so only once this
-        journal holds it durably): remove ``DROPPED_MARKER``, durably, so that a later restart
-        is an ordinary one."""
-        self._check()
-        if not self._entries_dropped:
-            return
-        try:
-            self._disk.remove(DROPPED_MARKER)
-            self._disk.sync_dir()
-        except BaseException as exc:
-            self._guard(exc)
-            raise
-        self._entries_dropped = False
 
     # -- the rest --
 
@@ -407,31 +443,54 @@ class Journal:
     def close(self) -> None:
         """Sync what was appended (unless an I/O error stopped the journal), then release the
         directory."""
-        if self._closed:
-            return
-        try:
-            if self._active is not None:
-                self._active.abort()
-            if self._failed is None:
-                if self._segments:
-                    # a clean stop leaves no reserved space behind (a crash does: recovery cuts it)
-                    current = self._segments[-1][1]
-                    self._disk.truncate(current, self._sizes[current])
-                    self._unsynced[current] = None
-                self.sync()
-        finally:
-            self._closed = True
-            self._disk.close()
+        self._close_files([] if self._active is None else [self._active],
+                          self._segments[-1][1] if self._segments else None)
+
+
+def prepare(disk: Disk, garbage: Iterable[str], cut: Cut | None, reserved: Iterable[tuple[str, int]],
+            segments: Sequence[str]) -> None:
+    """What opening a journal does to its directory before use: remove ``garbage``, cut a torn
+    tail, give back the zeros reserved after the segments' data, and make what is kept durable."""
+    for name in garbage:
+        disk.remove(name)
+    if cut is not None:
+        log.warning("journal %s: torn tail: %s", disk.where, cut.describe())
+        if cut.remove:
+            disk.remove(cut.file)
+        else:
+            disk.truncate(cut.file, cut.offset)
+    for name, end in reserved:
+        disk.truncate(name, end)    # the zeros reserved after its data: nothing was lost
+    # After a process crash (no power loss) the page cache still holds what was never
+    # fsynced, and recovery just read it: sync it before anything counts as durable.
+    for name in segments:
+        disk.sync(name)
+    disk.sync_dir()
+    for name in segments[:-1]:
+        disk.release(name)
+
+
+def check_end(writer: SnapshotWriter, end_seq: int, durable_seq: int) -> None:
+    """Refuse to finish ``writer`` at ``end_seq`` before its at_seq, or past what is durable."""
+    if end_seq < writer.header.at_seq:
+        raise ValueError(f"end_seq {end_seq} before the snapshot's at_seq {writer.header.at_seq}")
+    if end_seq > durable_seq:
+        raise ValueError(f"the journal is durable up to {durable_seq} only, the snapshot needs "
+                         f"{end_seq}: sync() first")
 
 
 class SnapshotWriter:
-    """One snapshot being written (``Journal.begin_snapshot``)."""
+    """One snapshot being written (``Journal.begin_snapshot``), to ``name`` once complete; its
+    ``group``'s in a shared journal."""
 
-    def __init__(self, journal: Journal, header: SnapshotHeader, tmp: str, size: int):
+    def __init__(self, journal: JournalFiles, header: SnapshotHeader, name: str, head: bytes, group: int = 0):
         self.header = header
-        self.tmp = tmp
+        self.group = group
+        self.name = name
+        self.tmp = name + TEMP_SUFFIX
+        self.head = head
         self.blobs = 0
-        self.bytes = size
+        self.bytes = len(head)
         self.done = False            # finished or aborted
         self.started = time.monotonic()
         self._journal = journal

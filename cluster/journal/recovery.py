@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from cluster.journal.disk import Disk
 from cluster.journal.format import (
-    DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, Damaged, FormatError, JournalEntry, SegmentHeader, SnapshotContents,
-    Torn, UnsupportedVersion, decode_entry, decode_header, decode_snapshot, parse_segment_name, parse_snapshot_name,
-    scan, snapshot_name,
+    DROPPED_MARKER, HEADER_SIZE, TEMP_SUFFIX, Damaged, FormatError, JournalEntry, Scan, SegmentHeader,
+    SnapshotContents, Torn, UnsupportedVersion, decode_entry, decode_header, decode_snapshot, parse_segment_name,
+    parse_snapshot_name, scan, snapshot_name,
 )
 
 
@@ -120,11 +120,7 @@ class Survey:
 
     @property
     def bytes_kept(self) -> int:
-        gone = set(self.garbage)
-        total = sum(f.size for f in self.files if f.name not in gone)
-        reserved = dict(self.reserved)
-        unused = sum(f.size - reserved[f.name] for f in self.files if f.name in reserved)
-        return total - unused - (self.tail_cut.dropped_bytes if self.tail_cut else 0)
+        return bytes_kept(self.files, self.garbage, self.reserved, self.tail_cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +135,16 @@ class Recovery:
     truncated: str | None                    # the torn tail cut (by Journal.open), if any
     duration_s: float
     entries_dropped: bool                    # `journal truncate` dropped durable entries (Survey)
+
+
+def bytes_kept(files: tuple[FileInfo, ...], garbage: tuple[str, ...], reserved: tuple[tuple[str, int], ...],
+               tail_cut: Cut | None) -> int:
+    """The bytes of ``files`` that recovery keeps: not the garbage, the reserved zeros or a torn tail."""
+    gone = set(garbage)
+    total = sum(f.size for f in files if f.name not in gone)
+    ends = dict(reserved)
+    unused = sum(f.size - ends[f.name] for f in files if f.name in ends)
+    return total - unused - (tail_cut.dropped_bytes if tail_cut else 0)
 
 
 class _Stop(Exception):
@@ -195,7 +201,29 @@ def survey(disk: Disk) -> Survey:
                   state.tail_cut, damage, repair, max(counters) + 1, tuple(state.reserved), DROPPED_MARKER in names)
 
 
-class _Reader:
+class SegmentEnds:
+    """How a reader of segments notes the end of each one's records: the zeros reserved after
+    the data, a torn tail of the last segment, or damage."""
+
+    reserved: list[tuple[str, int]]
+    tail_cut: Cut | None
+
+    def segment_end(self, name: str, data: bytes, s: Scan, last: bool) -> tuple[Cut, str] | None:
+        """Note where segment ``name``'s data ends (its scan ``s``); damage, as the cut that
+        drops it and why, is returned."""
+        p = s.problem
+        if p is None:
+            if s.end < len(data):
+                self.reserved.append((name, s.end))
+            return None
+        cut = Cut(name, p.offset, len(data) - p.offset, False)
+        if isinstance(p, Torn) and last:
+            self.tail_cut = cut
+            return None
+        return cut, p.why if isinstance(p, Damaged) else f"{p.why}, in a segment that is not the last"
+
+
+class _Reader(SegmentEnds):
     """survey()'s steps; ``_Stop`` ends them at the first damage."""
 
     def __init__(self, disk: Disk, segments: dict[int, list[tuple[int, str]]], snapshots: list[tuple[int, str]]):
@@ -336,15 +364,10 @@ class _Reader:
             if entry.seq > at_seq:
                 self.entries.append(entry)
                 self.last_epoch = entry.written_epoch
-        p = s.problem
-        if p is None and s.end < len(data):
-            self.reserved.append((name, s.end))
-        if isinstance(p, Torn) and last:
-            self.tail_cut = Cut(name, p.offset, len(data) - p.offset, False)
-        elif p is not None:
-            why = p.why if isinstance(p, Damaged) else f"{p.why}, in a segment that is not the last"
-            raise self.stop(name, p.offset, why, repair=self.drop_from(
-                Cut(name, p.offset, len(data) - p.offset, False), later, expected))
+        damage = self.segment_end(name, data, s, last)
+        if damage is not None:
+            cut, why = damage
+            raise self.stop(name, cut.offset, why, repair=self.drop_from(cut, later, expected))
         return expected
 
 

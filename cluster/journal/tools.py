@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from cluster.journal.disk import Disk, OsDisk
 from cluster.journal.format import (
     DROPPED_MARKER, HEADER_SIZE, Damaged, FormatError, SegmentHeader, decode_entry, decode_header, scan,
 )
 from cluster.journal.recovery import Cut, FileInfo, Problem, Repair, SnapshotPosition, Survey, survey
+from cluster.journal.shared_recovery import journal_format
+
+if TYPE_CHECKING:
+    from cluster.journal.shared_tools import SharedReport
+
+S = TypeVar("S")
 
 # A repair can uncover a second problem (rarely: damage in a file that the first cut kept);
 # each round drops strictly more, and this bounds the rounds.
@@ -55,13 +62,15 @@ class Report:
         return self.problem is not None and self.problem.kind != "torn"
 
 
-def check(path: str | os.PathLike[str]) -> Report:
+def check(path: str | os.PathLike[str]) -> Report | SharedReport:
     """What the journal in ``path`` holds and the first problem in it. Changes nothing."""
     with OsDisk(path, create=False) as disk:
+        if journal_format(disk.list()) == 2:
+            return _shared_tools().check(disk)
         return _report(disk, survey(disk), None)
 
 
-def truncate(path: str | os.PathLike[str], *, apply: bool = True) -> Report:
+def truncate(path: str | os.PathLike[str], *, apply: bool = True) -> Report | SharedReport:
     """Drop everything from the first damage on (the damaged segment is cut at the damage, the
     later segments of its history removed; when that leaves the snapshot without the entries it
     needs, everything goes), and a torn tail. The report describes the journal afterwards and
@@ -69,25 +78,45 @@ def truncate(path: str | os.PathLike[str], *, apply: bool = True) -> Report:
     tail) first writes ``DROPPED_MARKER``, durably, so that no crash leaves entries gone
     without it."""
     with OsDisk(path, create=False) as disk:
-        sv = survey(disk)
-        parts: list[Dropped] = []
-        for _ in range(_MAX_ROUNDS):
-            if sv.damage is not None and sv.repair is not None:
-                if apply:
-                    _mark_dropped(disk, sv.damage)
-                step = _plan(disk, sv.repair, apply)
-            elif sv.damage is None and sv.tail_cut is not None:
-                step = _plan(disk, Repair(sv.tail_cut, (), sv.last_seq + 1, False), apply)
-            else:
-                break
-            parts.append(step)
-            if not apply:
-                break
-            sv = survey(disk)
-        return _report(disk, sv, _merge(parts))
+        if journal_format(disk.list()) == 2:
+            return _shared_tools().truncate(disk, apply=apply)
+        sv, dropped = rounds(disk, survey(disk), survey, _drop, apply)
+        return _report(disk, sv, dropped)
 
 
-def _mark_dropped(disk: Disk, damage: Problem) -> None:
+def rounds(disk: Disk, sv: S, read: Callable[[Disk], S], drop: Callable[[Disk, S, bool], Dropped | None],
+           apply: bool) -> tuple[S, Dropped | None]:
+    """Repair the survey ``sv`` of ``disk`` with ``drop`` (None: nothing left to drop) and read
+    it again (``read``) until nothing is left; a dry run (``apply`` False) stops after one."""
+    parts: list[Dropped] = []
+    for _ in range(_MAX_ROUNDS):
+        step = drop(disk, sv, apply)
+        if step is None:
+            break
+        parts.append(step)
+        if not apply:
+            break
+        sv = read(disk)
+    return sv, merge(parts)
+
+
+def _drop(disk: Disk, sv: Survey, apply: bool) -> Dropped | None:
+    if sv.damage is not None and sv.repair is not None:
+        if apply:
+            mark_dropped(disk, sv.damage)
+        return plan(disk, sv.repair, apply)
+    if sv.damage is None and sv.tail_cut is not None:
+        return plan(disk, Repair(sv.tail_cut, (), sv.last_seq + 1, False), apply)
+    return None
+
+
+def _shared_tools():
+    # shared_tools builds on this module's repairs: imported when first used, not at import
+    from cluster.journal import shared_tools
+    return shared_tools
+
+
+def mark_dropped(disk: Disk, damage: Problem) -> None:
     if DROPPED_MARKER in disk.list():
         return
     note = (f"journal truncate dropped entries from the damage in {damage.file} at offset {damage.offset} "
@@ -98,7 +127,7 @@ def _mark_dropped(disk: Disk, damage: Problem) -> None:
     disk.sync_dir()
 
 
-def _plan(disk: Disk, repair: Repair, apply: bool) -> Dropped:
+def plan(disk: Disk, repair: Repair, apply: bool) -> Dropped:
     cut = repair.cut
     sizes = {n: disk.size(n) for n in repair.remove}
     seqs = [_max_seq(disk.read(n), None) for n in repair.remove]
@@ -147,7 +176,7 @@ def _max_seq(data: bytes, start: int | None) -> int | None:
         start = s.problem.next_valid
 
 
-def _merge(parts: list[Dropped]) -> Dropped | None:
+def merge(parts: list[Dropped]) -> Dropped | None:
     if not parts:
         return None
     if len(parts) == 1:

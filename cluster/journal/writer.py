@@ -27,10 +27,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal, JournalFailed, SnapshotAborted, SnapshotWriter
+
+if TYPE_CHECKING:
+    from cluster.journal.shared import SharedJournal
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ class WriterStats:
 class _Append:
     token: int
     entries: tuple[JournalEntry, ...]
+    group: int = 0          # in a shared journal
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,7 @@ class _Reset:
     at_seq: int
     at_epoch: int
     blobs: tuple[bytes, ...]
+    group: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +114,9 @@ class PendingSnapshot:
     syncs them first). Feed blobs at the pace the loop allows; ``stats().queue_depth`` shows
     how far the writer is behind."""
 
-    def __init__(self, writer: JournalWriter):
+    def __init__(self, writer: Writer, group: int = 0):
         self._writer = writer
+        self.group = group
         self.journal_writer: SnapshotWriter | None = None   # on the writer thread only
         self.error: BaseException | None = None             # on the writer thread only
 
@@ -127,10 +133,12 @@ class PendingSnapshot:
         self._writer._put(_SnapAbort(self))
 
 
-class JournalWriter:
-    """Owns ``journal`` from here on: ``close`` closes it."""
+class Writer:
+    """The writer thread, whatever the journal: ``JournalWriter`` for one group's journal,
+    ``SharedJournalWriter`` (shared_writer.py) for the shared journal of every group. Owns
+    ``journal`` from here on: ``close`` closes it."""
 
-    def __init__(self, journal: Journal, policy: Policy = "always", *, interval_ms: float = 100,
+    def __init__(self, journal: Journal | SharedJournal, policy: Policy = "always", *, interval_ms: float = 100,
                  on_durable: Callable[[int], None], on_error: Callable[[BaseException], None]):
         if policy not in POLICIES:
             raise ValueError(f"fsync policy {policy!r}: one of {', '.join(POLICIES)}")
@@ -159,24 +167,9 @@ class JournalWriter:
 
     # -- the caller's side (any thread) --
 
-    def submit(self, token: int, entries: Iterable[JournalEntry]) -> None:
-        """``entries``: JournalEntry, or anything with its seq, written_epoch and mutations (the
-        replication log's entries)."""
-        self._put(_Append(token, entries if type(entries) is tuple else tuple(entries)), token)
-
-    def submit_reset(self, token: int, at_seq: int, at_epoch: int, blobs: Iterable[bytes]) -> None:
-        """Replace the journal with a new history at (at_seq, at_epoch) holding ``blobs``
-        (``Journal.reset``); ``on_durable(token)`` once it is on disk, under every policy."""
-        self._put(_Reset(token, at_seq, at_epoch, tuple(blobs)), token)
-
     def forget_dropped(self) -> None:
         """``Journal.forget_dropped``, in order with the work queued before it."""
         self._put(_ForgetDropped())
-
-    def begin_snapshot(self, at_seq: int, at_epoch: int) -> PendingSnapshot:
-        snap = PendingSnapshot(self)
-        self._put(_SnapBegin(snap, at_seq, at_epoch))
-        return snap
 
     def _put(self, op: _Op, token: int | None = None) -> None:
         with self._cond:
@@ -235,12 +228,10 @@ class JournalWriter:
                     closing = self._closing
                 while ops:
                     n = self._appends(ops)
-                    if n > 1:
+                    if n:
                         # appends queued one after another (a loop flushes several times per
                         # fsync under load) go to the disk as one write
-                        entries = [e for op in ops[:n] for e in op.entries]   # type: ignore[union-attr]
-                        self._journal.append(entries)
-                        self._entries_since_sync += len(entries)
+                        self._entries_since_sync += self._write(ops[:n])     # type: ignore[arg-type]
                         self._written = ops[n - 1].token                     # type: ignore[union-attr]
                         del ops[:n]
                         continue
@@ -262,8 +253,24 @@ class JournalWriter:
             n += 1
         return n
 
+    # what the journal's kind decides
+
+    def _write(self, ops: list[_Append]) -> int:
+        """Write the entries of ``ops``, appends queued one after another; returns how many."""
+        raise NotImplementedError
+
+    def _reset(self, op: _Reset) -> None:
+        raise NotImplementedError
+
+    def _begin(self, snap: PendingSnapshot, at_seq: int, at_epoch: int) -> SnapshotWriter:
+        raise NotImplementedError
+
+    def _durable_seq(self, snap: PendingSnapshot) -> int:
+        """How far the journal of ``snap``'s group is durable."""
+        raise NotImplementedError
+
     def _unsynced(self) -> bool:
-        return self._journal.last_seq != self._journal.durable_seq
+        raise NotImplementedError
 
     def _sync_due(self) -> bool:
         return (self._policy == "interval" and self._unsynced()
@@ -275,12 +282,8 @@ class JournalWriter:
         return None
 
     def _apply(self, op: _Op) -> None:
-        if type(op) is _Append:
-            self._journal.append(op.entries)
-            self._entries_since_sync += len(op.entries)
-            self._written = op.token
-        elif isinstance(op, _Reset):
-            self._journal.reset(op.at_seq, op.at_epoch, op.blobs)
+        if isinstance(op, _Reset):
+            self._reset(op)
             self._written = op.token
             self._entries_since_sync = 0
             # the reset's snapshot was fsynced, and with it everything the token stands for
@@ -294,7 +297,7 @@ class JournalWriter:
         snap = op.snap
         try:
             if isinstance(op, _SnapBegin):
-                snap.journal_writer = self._journal.begin_snapshot(op.at_seq, op.at_epoch)
+                snap.journal_writer = self._begin(snap, op.at_seq, op.at_epoch)
             elif snap.error is not None or snap.journal_writer is None:
                 pass
             elif isinstance(op, _SnapAdd):
@@ -302,7 +305,7 @@ class JournalWriter:
             elif isinstance(op, _SnapAbort):
                 snap.journal_writer.abort()
             elif isinstance(op, _SnapFinish):
-                if self._journal.durable_seq < op.end_seq:
+                if self._durable_seq(snap) < op.end_seq:
                     self._sync()
                 snap.journal_writer.finish(op.end_seq)
         except (SnapshotAborted, ValueError, RuntimeError) as e:
@@ -366,3 +369,41 @@ class JournalWriter:
         for op in dropped:
             if isinstance(op, _SnapFinish):
                 self._call(op.done, exc)
+
+
+class JournalWriter(Writer):
+    """The writer of one group's journal (``Journal``)."""
+
+    _journal: Journal
+
+    def submit(self, token: int, entries: Iterable[JournalEntry]) -> None:
+        """``entries``: JournalEntry, or anything with its seq, written_epoch and mutations (the
+        replication log's entries)."""
+        self._put(_Append(token, entries if type(entries) is tuple else tuple(entries)), token)
+
+    def submit_reset(self, token: int, at_seq: int, at_epoch: int, blobs: Iterable[bytes]) -> None:
+        """Replace the journal with a new history at (at_seq, at_epoch) holding ``blobs``
+        (``Journal.reset``); ``on_durable(token)`` once it is on disk, under every policy."""
+        self._put(_Reset(token, at_seq, at_epoch, tuple(blobs)), token)
+
+    def begin_snapshot(self, at_seq: int, at_epoch: int) -> PendingSnapshot:
+        snap = PendingSnapshot(self)
+        self._put(_SnapBegin(snap, at_seq, at_epoch))
+        return snap
+
+    def _write(self, ops: list[_Append]) -> int:
+        entries = ops[0].entries if len(ops) == 1 else [e for op in ops for e in op.entries]
+        self._journal.append(entries)
+        return len(entries)
+
+    def _reset(self, op: _Reset) -> None:
+        self._journal.reset(op.at_seq, op.at_epoch, op.blobs)
+
+    def _begin(self, snap: PendingSnapshot, at_seq: int, at_epoch: int) -> SnapshotWriter:
+        return self._journal.begin_snapshot(at_seq, at_epoch)
+
+    def _durable_seq(self, snap: PendingSnapshot) -> int:
+        return self._journal.durable_seq
+
+    def _unsynced(self) -> bool:
+        return self._journal.last_seq != self._journal.durable_seq

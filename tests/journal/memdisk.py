@@ -1,10 +1,13 @@
 """An in-memory ``Disk`` with the protocol's crash semantics, for tests: ``crash()`` keeps each
 file's synced bytes and the directory as of the last ``sync_dir``; ``fail`` injects errors; ``ops``
-records every call in order."""
+records every call in order. ``SlowSyncDisk`` takes 5 ms a sync; ``Sink`` collects a journal
+writer's callbacks."""
 
 from __future__ import annotations
 
 import errno
+import threading
+import time
 from typing import Callable
 
 from cluster.journal.disk import JournalIOError
@@ -91,3 +94,35 @@ class MemDisk:
             f.data = bytearray(f.synced)
         self.fail = None
         self.closed = False
+
+
+class SlowSyncDisk(MemDisk):
+    def sync(self, name: str) -> None:
+        time.sleep(0.005)
+        super().sync(name)
+
+
+class Sink:
+    """Collects the writer's callbacks (made on its thread)."""
+
+    def __init__(self, disk: MemDisk | None = None):
+        self.durable: list[int] = []
+        self.errors: list[BaseException] = []
+        self.cond = threading.Condition()
+        self.disk = disk
+
+    def on_durable(self, token: int) -> None:
+        if self.disk is not None:
+            self.disk.ops.append(("durable", str(token)))
+        with self.cond:
+            self.durable.append(token)
+            self.cond.notify_all()
+
+    def on_error(self, exc: BaseException) -> None:
+        with self.cond:
+            self.errors.append(exc)
+            self.cond.notify_all()
+
+    def wait(self, pred, timeout: float = 5.0) -> None:
+        with self.cond:
+            assert self.cond.wait_for(pred, timeout), f"timed out: durable={self.durable[-3:]} errors={self.errors}"

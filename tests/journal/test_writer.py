@@ -14,7 +14,7 @@ from cluster.journal.disk import OsDisk
 from cluster.journal.format import JournalEntry
 from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journal.writer import JournalWriter, WriterStopped
-from tests.journal.memdisk import MemDisk
+from tests.journal.memdisk import MemDisk, Sink, SlowSyncDisk
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,40 +23,8 @@ def entry(seq: int, epoch: int = 1) -> JournalEntry:
     return JournalEntry(seq, epoch, b"m" * 64)
 
 
-class Sink:
-    """Collects the writer's callbacks (made on its thread)."""
-
-    def __init__(self, disk: MemDisk | None = None):
-        self.durable: list[int] = []
-        self.errors: list[BaseException] = []
-        self.cond = threading.Condition()
-        self.disk = disk
-
-    def on_durable(self, token: int) -> None:
-        if self.disk is not None:
-            self.disk.ops.append(("durable", str(token)))
-        with self.cond:
-            self.durable.append(token)
-            self.cond.notify_all()
-
-    def on_error(self, exc: BaseException) -> None:
-        with self.cond:
-            self.errors.append(exc)
-            self.cond.notify_all()
-
-    def wait(self, pred, timeout: float = 5.0) -> None:
-        with self.cond:
-            assert self.cond.wait_for(pred, timeout), f"timed out: durable={self.durable[-3:]} errors={self.errors}"
-
-
 def writer(journal: Journal, sink: Sink, policy: str = "always", **kw) -> JournalWriter:
     return JournalWriter(journal, policy, on_durable=sink.on_durable, on_error=sink.on_error, **kw)
-
-
-class SlowSyncDisk(MemDisk):
-    def sync(self, name: str) -> None:
-        time.sleep(0.005)
-        super().sync(name)
 
 
 def test_group_commit_covers_many_submits_with_few_fsyncs():
