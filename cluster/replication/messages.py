@@ -172,13 +172,42 @@ class Place:
     key: tuple[str, str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class GroupBeat:
+    """Master of a replication group -> member: the group's lease beat (cluster/group_lease.py),
+    stamped with the master's own clock in microseconds. The group travels with the frame in
+    its bundle item, not in the frame."""
+
+    epoch: int
+    stamp_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupBeatAck:
+    """Member -> master of a replication group: the beat of ``stamp_us`` reached a member that
+    follows this master in ``epoch``; it renews the master's lease from that stamp."""
+
+    epoch: int
+    stamp_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """Master of a replication group -> members: I have abdicated ``epoch`` for good, so a
+    member that followed me in it may join a newer epoch's sync without waiting out its guard."""
+
+    epoch: int
+
+
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
-         | SnapshotAck | TransferRequest | Forward | ForwardReply | Place)
+         | SnapshotAck | TransferRequest | Forward | ForwardReply | Place | GroupBeat | GroupBeatAck
+         | Released)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
 FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
-                                 SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place)
+                                 SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place,
+                                 GroupBeat, GroupBeatAck, Released)
 
 
 # --- actions --------------------------------------------------------------------------------

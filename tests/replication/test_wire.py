@@ -401,3 +401,36 @@ def test_an_authentic_bundle_of_any_shape_decodes_or_raises_wire_error(payload):
     except WireError:
         return
     assert sender == "n1" and items and all(0 <= g < 3 for g, _ in items)
+
+
+def test_the_group_lease_frames_come_after_every_older_tag():
+    # Appended, so no older frame's tag moves (a rolling upgrade mixes versions).
+    older = FRAME_TYPES.index(messages.Place)
+    assert older == 12
+    assert all(FRAME_TYPES.index(t) > older
+               for t in (messages.GroupBeat, messages.GroupBeatAck, messages.Released))
+
+
+@pytest.mark.parametrize("frame", [messages.GroupBeat(3, 1_700_000_123_456), messages.GroupBeat(0, 0),
+                                   messages.GroupBeatAck(3, 2**62), messages.GroupBeatAck(9, -1),
+                                   messages.Released(4), messages.Released(2**63 - 1)])
+def test_the_group_lease_frames_round_trip(frame):
+    tx, rx = pair()
+    assert rx.decode(tx.encode(frame, "n2")) == ("n1", frame)
+
+
+def test_a_group_lease_frame_of_the_wrong_shape_is_refused():
+    from cluster.replication.wire import _name_field
+
+    tx = WireCodec("c", "s", "n1")
+    tag = FRAME_TYPES.index(messages.GroupBeat)
+    head = MAGIC + _name_field("n1") + msgpack.packb([tag, 3, "not a stamp"], use_bin_type=True)
+    with pytest.raises(WireError, match="GroupBeat"):
+        WireCodec("c", "s", "n2").decode(head + tx._mac("n2", head))
+
+
+def test_the_group_lease_frames_travel_in_a_bundle_with_their_group():
+    items = ((1, messages.GroupBeat(3, 1_700_000_123_456)), (2, messages.GroupBeatAck(5, 99)),
+             (1, messages.Released(3)))
+    tx, rx = group_pair()
+    assert rx.decode_bundle(tx.encode_bundle(items, "n2")) == ("n1", items)
