@@ -21,6 +21,11 @@ Sans-I/O, run by the new master of ``epoch`` before it opens the membership laye
    towards the majority, unless every configured member has answered (then nothing is missing
    that any member could still supply). Once a serving master has brought it up to date it holds
    a prefix of a synced master's history and counts again (core.py clears the flag).
+   The master of a replication group that is not the Raft leader counts itself the same way
+   until ``counts_self_from_ms``: its own position is an answer to its own sync, and the
+   group's sync guard (cluster/group_lease.py) holds such an answer until the leases it acked
+   of older epochs have surely run out. None (the default, and a single group's Raft-leased
+   master): it counts from the start.
 4. ``Synced`` lists the members whose logs are a prefix of the master's (streaming continues
    from their position) and the divergent ones (a deposed master's unacknowledged tail): those
    are reset by state transfer.
@@ -72,7 +77,8 @@ class SyncCoordinator:
 
     def __init__(self, self_name: str, epoch: int, members: tuple[str, ...], storage: Storage,
                  log: ReplicationLog, *, fetch_limit: int = 256, retry_ms: int = 300, configured: int = 0,
-                 amnesiac: bool = False, transfer_retry_ms: int = 4_000):
+                 amnesiac: bool = False, transfer_retry_ms: int = 4_000,
+                 counts_self_from_ms: int | None = None):
         self.self_name = self_name
         self.epoch = epoch
         self.members = tuple(sorted(members))
@@ -101,6 +107,10 @@ class SyncCoordinator:
         # the snapshot is asked for again.
         self.transfer_retry_ms = transfer_retry_ms
         self._transfer_progress_ms = 0
+        # From then on our own position counts towards the majority (step 3); until then it
+        # counts only once every member answered. The first tick from then decides again.
+        self.counts_self_from_ms = counts_self_from_ms
+        self._uncounted_until = counts_self_from_ms
 
     def _own(self) -> Position:
         return Position(self.log.last_seq, self.log.last_epoch, self.log.first_seq)
@@ -168,7 +178,7 @@ class SyncCoordinator:
     # --- internals ------------------------------------------------------------------------------
 
     def _maybe_decide(self, now_ms: int) -> list[Action]:
-        if self.state != self.COLLECTING or not self.has_quorum():
+        if self.state != self.COLLECTING or not self.has_quorum(now_ms):
             return []
         own = self.positions[self.self_name]
         self.truth = max(self.positions, key=lambda n: (self.positions[n].key, n == self.self_name))
@@ -186,14 +196,21 @@ class SyncCoordinator:
         self._progress_ms = now_ms
         return self._fetch(max(own.last_seq, 1))
 
-    def has_quorum(self) -> bool:
-        quorate = self._quorate()
+    def has_quorum(self, now_ms: int) -> bool:
+        quorate = self._quorate(self._self_counts(now_ms))
         if decisions.ON:
             decisions.note("sync.quorum", quorate != (self.quorum <= len(self.positions)))
         return quorate
 
-    def _quorate(self) -> bool:
-        counted = sum(1 for n in self.positions if n not in self.amnesiac)
+    def _self_counts(self, now_ms: int) -> bool:
+        """Whether our own position counts towards the majority yet (it does from then on)."""
+        if self._uncounted_until is not None and now_ms >= self._uncounted_until:
+            self._uncounted_until = None
+        return self._uncounted_until is None
+
+    def _quorate(self, self_counts: bool) -> bool:
+        uncounted = self.amnesiac if self_counts else self.amnesiac | {self.self_name}
+        counted = sum(1 for n in self.positions if n not in uncounted)
         return counted >= self.quorum or len(self.positions) >= self.everyone
 
     def hand_on_to(self, reachable: frozenset[str]) -> str | None:
@@ -204,7 +221,7 @@ class SyncCoordinator:
         Raft leadership to. None while this sync may still finish, or nobody is better placed."""
         if self.state != self.COLLECTING or self.self_name not in self.amnesiac:
             return None
-        if self._quorate():
+        if self._quorate(self_counts=False):   # amnesiac: our own position counts for nothing here
             return None
         waiting = any(m not in self.positions for m in self.members if m in reachable)
         if decisions.ON:
@@ -262,6 +279,10 @@ class SyncCoordinator:
                 return []
             assert self.truth is not None
             return self._transfer_from(self.truth, now_ms)
+        if self._uncounted_until is not None and self._self_counts(now_ms):
+            decided = self._maybe_decide(now_ms)   # our own position counts from now on
+            if decided:
+                return decided
         if now_ms - self._progress_ms < self.retry_ms:
             return []
         self._progress_ms = now_ms
