@@ -29,8 +29,9 @@ leaves. It stops acking e once it knows of a newer epoch of g (its applied view 
 which adopts e' (sync.py, step 1), only Gd after the last beat it acked of any epoch older than
 e', and not before Gd after its own start (startup quiet); until then the request is held. A
 new master counts its own position in its sync (SyncCoordinator's ``counts_self_from_ms``) only
-from the same time. Shortcut: acks of an epoch e whose master sent ``Released(e)`` do not hold
-an answer back; a master sends ``Released(e)`` only once it has abdicated e for good. Adopting
+from the same time. Shortcut: the acks of an epoch e whose master, the one acked or followed in
+e, sent ``Released(e)`` hold no answer back (those of other epochs still do); a master sends
+``Released(e)`` only once it has abdicated e for good. Adopting
 an epoch through the view answers nothing, so the guard does not apply there; the sync that
 follows it is what the guard holds.
 
@@ -51,7 +52,7 @@ answered, and then M answered too). Q1 and Q2 intersect; take A in both.
    while it still followed e: once it has adopted e' it acks no beat of e. So A's answer to e'
    (or C counting itself, if A = C) came after r_A, and the guard put it at A-clock >= the ack
    + Gd, that is at real time >= r_A + Gd(1 - rho) >= q + Gd(1 - rho). The exception is the
-   shortcut, when M had released e, which it did only once inactive in e for good.
+   shortcut, when A held M's ``Released(e)``, which M sent only once inactive in e for good.
 
 M's lease ends at M-clock q + D, that is at real time <= q + D(1 + rho) < q + Gd(1 - rho).
 Each (g, e) has one master, from the committed view; a node that holds g in e and later in e'
@@ -60,8 +61,8 @@ abandons e when it installs e', in the same core.
 Pauses: a master that is paused (SIGSTOP) cannot be fooled on resuming. Acks that queued up
 while it was stopped carry the stamps of beats sent before the pause, so they do not extend
 the lease; stale or reordered acks cannot either, since stamps are compared, not arrival
-times. An ack of a stamp this master never sent in its epoch (a previous process's, whose
-monotonic clock a reboot reset) counts for nothing.
+times. An ack of a stamp newer than any this master sent in its epoch (a previous process's,
+whose monotonic clock a reboot reset) counts for nothing.
 
 Restarts: a restarted member has lost the times of its acks, but the startup quiet of Gd covers
 the acks it sent before the crash. It has lost the epoch it adopted too, and the argument also
@@ -120,7 +121,8 @@ class GroupLease:
         return GroupBeat(self.tracker.term, stamp_us)
 
     def on_ack(self, peer: str, ack: GroupBeatAck, now: float) -> bool:
-        """Take a member's ack; False when it counts for nothing (another epoch, a stamp we never sent)."""
+        """Take a member's ack; False when it counts for nothing (another epoch, a stamp newer than
+        any we sent)."""
         if ack.stamp_us > self._newest_stamp_us:
             return False
         return self.tracker.on_ack(peer, ack.epoch, ack.stamp_us / US, now)
