@@ -283,7 +283,7 @@ class Replay:
 
     def on_node(self, name: str, now: float, fn) -> None:
         if name == self.m and now < self.paused_until:
-            self.at(self.paused_until, lambda later: fn(later))   # read when it resumes
+            self.at(self.paused_until, fn)   # read when it resumes
         else:
             fn(now)
 
@@ -295,7 +295,7 @@ class Replay:
             start = rng.uniform(0, switch + 0.3)
             self.at(start, lambda now: setattr(self, "paused_until", now + rng.uniform(0.05, 0.6)))
         for name in self.names[1:]:
-            if name != self.c and rng.random() < 0.4:      # the view reaches it before c's request
+            if name != self.c and rng.random() < 0.4:      # it applies the view, maybe before c's request
                 self.at(switch + rng.uniform(-0.02, 0.1), lambda now, n=name: self.view(n))
             if rng.random() < 0.15:
                 self.at(rng.uniform(0, switch + 0.5), lambda now, n=name: self.restart(n, now))
@@ -361,7 +361,11 @@ class Replay:
         elif name not in self.held:
             self.held.add(name)
             due = self.real(name, guard.due_at(frame.epoch))
-            self.at(max(due, now) + 1e-9, lambda t: self.held.discard(name) or self.sync_request(name, t, frame))
+            self.at(max(due, now) + 1e-9, lambda t: self.answer_held(name, t, frame))
+
+    def answer_held(self, name: str, now: float, frame: SyncRequest) -> None:
+        self.held.discard(name)
+        self.sync_request(name, now, frame)
 
     def answer(self, name: str, now: float, frame: SyncRequest) -> None:
         status = SyncStatus(frame.epoch, 0, 0, 1)
