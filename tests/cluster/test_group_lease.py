@@ -237,9 +237,10 @@ class Replay:
     H = 0.05
 
     def __init__(self, seed: int, *, lease: float, guard: float, rho: float, self_guarded: bool = True,
-                 release_abdicates: bool = True) -> None:
+                 release_abdicates: bool = True, guards_adopted: bool = True) -> None:
         rng = self.rng = random.Random(seed)
         self.self_guarded, self.release_abdicates = self_guarded, release_abdicates
+        self.guards_adopted = guards_adopted
         n = rng.choice((3, 5))
         self.names = [f"n{i}" for i in range(n)]
         self.m, self.c = self.names[0], rng.choice(self.names[1:])
@@ -354,7 +355,8 @@ class Replay:
             return
         guard = self.guards[name]
         guard.knows_newer(frame.epoch)
-        if guard.may_answer(self.clock(name, now), frame.epoch):
+        adopted = self.follows[name].epoch == frame.epoch and not self.guards_adopted
+        if adopted or guard.may_answer(self.clock(name, now), frame.epoch):
             self.held.discard(name)
             self.follows[name].master, self.follows[name].epoch = self.c, frame.epoch
             self.answer(name, now, frame)
@@ -414,6 +416,8 @@ def test_a_new_master_never_syncs_while_the_old_lease_runs():
     {"guard": 0.16},                       # D(1+rho) > Gd(1-rho), by 0.6 ms
     {"self_guarded": False},               # the new master counts itself from the start
     {"release_abdicates": False},          # Released sent by a master still active
-], ids=["no-guard", "guard-under-the-bound", "self-counted-at-once", "release-without-abdicating"])
+    {"guards_adopted": False},             # a request of the epoch the view already adopted passes
+], ids=["no-guard", "guard-under-the-bound", "self-counted-at-once", "release-without-abdicating",
+        "adopted-epoch-unguarded"])
 def test_the_replay_finds_the_overlap_when_a_clause_is_broken(broken):
     assert any(Replay(seed, **{**TIGHT, **broken}).run().violations for seed in range(2000))
