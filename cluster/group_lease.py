@@ -31,10 +31,9 @@ e', and not before Gd after its own start (startup quiet); until then the reques
 new master counts its own position in its sync (SyncCoordinator's ``counts_self_from_ms``) only
 from the same time. Shortcut: the acks of an epoch e whose master, the one acked or followed in
 e, sent ``Released(e)`` hold no answer back (those of other epochs still do); a master sends
-``Released(e)`` only once it has abdicated e for good. Adopting
-an epoch through the view answers nothing, so the guard does not apply there; the request of
-that epoch which follows is held like any other (the replay in the tests finds an overlap when
-it is not).
+``Released(e)`` only once it has abdicated e for good. Adopting an epoch through the view
+answers nothing, so the guard does not apply there; the request of that epoch which follows is
+held like any other (the replay in the tests finds an overlap when it is not).
 
 The old master: a ``SyncRequest(e' > e)`` reaching M itself makes M abdicate e before it
 answers, in the same core step.
