@@ -103,7 +103,7 @@ POINTS: dict[str, str] = {
 }
 
 _counts: dict[str, list[int]] = {}
-_written: dict[tuple[int, int], bytes] = {}     # (epoch, seq) -> the mutations its master wrote
+_written: dict[tuple[int, int, int], bytes] = {}     # (group, epoch, seq) -> the mutations its master wrote
 
 
 def note(point: str, differs: bool) -> None:
@@ -116,14 +116,15 @@ def note(point: str, differs: bool) -> None:
         c[1] += 1
 
 
-def wrote(epoch: int, seq: int, mutations: bytes) -> None:
-    """The master of ``epoch`` made a new log entry at ``seq``."""
-    _written.setdefault((epoch, seq), mutations)
+def wrote(epoch: int, seq: int, mutations: bytes, group: int = 0) -> None:
+    """The master of ``epoch`` (of replication ``group``) made a new log entry at ``seq``."""
+    _written.setdefault((group, epoch, seq), mutations)
 
 
-def written(epoch: int, seq: int) -> bytes | None:
-    """What the master of ``epoch`` wrote at ``seq`` since the last ``reset`` (None: nothing)."""
-    return _written.get((epoch, seq))
+def written(epoch: int, seq: int, group: int = 0) -> bytes | None:
+    """What the master of ``epoch`` (of ``group``) wrote at ``seq`` since the last ``reset``
+    (None: nothing)."""
+    return _written.get((group, epoch, seq))
 
 
 def counts() -> dict[str, tuple[int, int]]:

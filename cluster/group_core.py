@@ -42,6 +42,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from storage import Storage
+from storage.catalogue import StoragesCatalogue
 from storage.commands import Command, SendMessage, SendMessageBatch, Tick
 from storage.errors import SqsError
 
@@ -59,6 +60,7 @@ from cluster.replication.log import Entry, ReplicationLog
 from cluster.replication.messages import Ack, Complete, FlushAt, Rejected, Send, SnapshotAck, Throttle
 
 if TYPE_CHECKING:
+    from cluster.group_mastery import GroupMastery
     from cluster.node_core import NodeCore
 
 REPLICATION_GATE = "replication"
@@ -74,8 +76,13 @@ BUGS = frozenset({"abandon-as-success", "batches-unthrottled", "ack-before-fsync
 
 class GroupCore:
     def __init__(self, node: NodeCore, storage: Storage, new_storage: Callable[[], Storage], *,
-                 log: ReplicationLog, amnesiac: bool, entries_dropped: bool, bugs: frozenset[str]) -> None:
+                 log: ReplicationLog, amnesiac: bool, entries_dropped: bool, bugs: frozenset[str],
+                 index: int = 0, mastery: GroupMastery | None = None) -> None:
         self.node = node
+        self.index = index
+        # Who masters this group and whether it is active, with several groups
+        # (cluster/group_mastery.py); None: the node's Raft leadership decides, as for one group.
+        self.mastery = mastery
         settings = node.settings
         self.settings = settings
         self.bugs = bugs & BUGS
@@ -115,6 +122,9 @@ class GroupCore:
         self._forget_at: int | None = None
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
                                    settings.snapshot_blob_records)
+        if mastery is not None:
+            self.replication.group = index
+            mastery.follow(self.replication.following)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -170,12 +180,32 @@ class GroupCore:
             out.append(FlushDue())
 
     def frame(self, sender: str, frame: Any, now: float, out: list[Action]) -> None:
-        """A frame of the stream for the replication core."""
+        """A frame of the stream for the replication core (with several groups, the group's
+        mastery sees it first: its beats, and a new master's sync request, which it may hold)."""
+        m = self.mastery
+        if m is not None:
+            handled, sends = m.on_frame(sender, frame, now)
+            for to, f in sends:
+                out.append(Send(to, f, self.index))
+            if handled:
+                self.serving_check(now, out)
+                return
         self._replication(self.replication.on_frame(sender, frame, int(now * 1000)), now, out)
 
     def install_view(self, view: View, now: float, out: list[Action]) -> None:
-        self._replication(self.replication.install_view(view.master, view.epoch, view.members, int(now * 1000)),
-                          now, out)
+        m = self.mastery
+        if m is None:
+            master, epoch = view.master, view.epoch
+        elif not view.groups:
+            return     # no group has a master before the first view that assigns them
+        else:
+            master, epoch = view.groups[self.index]
+            m.install(master, epoch, now)
+            if master == self.node.name:
+                self._replication(self.replication.install_view(
+                    master, epoch, view.members, int(now * 1000), m.counts_self_from_ms(epoch)), now, out)
+                return
+        self._replication(self.replication.install_view(master, epoch, view.members, int(now * 1000)), now, out)
 
     def activity_changed(self, active: bool, now: float) -> None:
         self._abandon_at = None if active else now + self.node.timing.leader_fallback
@@ -184,7 +214,14 @@ class GroupCore:
         self._replication(self.replication.on_peer(peer, up, int(now * 1000)), now, out)
 
     def tick(self, now: float, out: list[Action]) -> None:
-        """The replication core's timers."""
+        """The replication core's timers (with several groups: the master's beats, and the sync
+        requests the guard held, once due)."""
+        m = self.mastery
+        if m is not None:
+            for to, f in m.tick(now):
+                out.append(Send(to, f, self.index))
+            for sender, f in m.due(now):
+                self.frame(sender, f, now, out)
         self._replication(self.replication.on_tick(int(now * 1000)), now, out)
 
     def abandon_due(self, now: float, out: list[Action]) -> None:
@@ -192,12 +229,12 @@ class GroupCore:
         if self._abandon_at is not None and now >= self._abandon_at:
             self._abandon_at = None
             node = self.node
-            if not node.membership.evaluate(now)[0]:
+            if not (node.membership.evaluate(now)[0] if self.mastery is None else self.serving_now(now)):
                 self.abandon(f"{node.name} stopped being the active master before the ack policy was met", out)
 
     def upkeep(self, now: float, out: list[Action]) -> None:
         """Once a tick: time acting on the master's storage, the progress line, the hand-on check."""
-        if self.settings.storage_ticks and now >= self._next_storage_tick and self.node.serving(now):
+        if self.settings.storage_ticks and now >= self._next_storage_tick and self.node.serving(now, self.index):
             self._storage_tick(now, out)
         self._progress_line(now, out)
         self._hand_on_check(now, out)
@@ -233,13 +270,13 @@ class GroupCore:
                         if decisions.ON:
                             decisions.note("group.durable_part", part.epoch == ack.epoch)
                         if part.epoch == ack.epoch:
-                            out.append(Send(to, part))
+                            out.append(Send(to, part, self.index))
                 else:
                     held = self._held_acks.get(to)
                     if held is not None and (held.epoch != ack.epoch or held.seq <= ack.seq):
                         del self._held_acks[to]
                     # else ``persisted`` sent the durable part of ``held``: the rest stays held
-                    out.append(Send(to, ack))
+                    out.append(Send(to, ack, self.index))
         return out
 
     def persisted(self, token: int, now: float) -> list[Action]:
@@ -297,15 +334,36 @@ class GroupCore:
             else:
                 out.append(Answer(token, None, MasterChanged(reason)))
 
+    def serving_now(self, now: float) -> bool:
+        """With several groups: this node is the group's active master, synchronised."""
+        return self.replication.serving and self.node.journal_error is None \
+            and self.mastery.active(now)   # type: ignore[union-attr]
+
     def serving_check(self, now: float, out: list[Action]) -> None:
         node = self.node
-        serving = self.replication.serving and node.membership.active and node.journal_error is None
+        m = self.mastery
+        if m is None:
+            serving = self.replication.serving and node.membership.active and node.journal_error is None
+        else:
+            serving = self.serving_now(now)
         if serving != self._serving:
             self._serving = serving
             self._policies.clear()
             out.append(ServingChanged(serving))
+            if m is not None:
+                # the membership core says this for the one group a Raft leader masters
+                at = now if serving else m.inactive_since(now)
+                self.activity_changed(serving, at)
+                out.append(Record(at, "activated" if serving else "deactivated", self._fields(
+                    {"reason": m.reason(now, self.replication.serving, node.journal_error), "epoch": m.epoch})))
 
     # -- internals ---------------------------------------------------------------------------------
+
+    def _fields(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """A history line's fields, naming the group when the node has several."""
+        if self.mastery is not None:
+            fields["group"] = self.index
+        return fields
 
     def _keep_part(self, to: str, part: Ack) -> None:
         """``part`` is durable and unsent, and a newer ack the journal lacks takes (or keeps) its
@@ -324,6 +382,8 @@ class GroupCore:
         for a in actions:
             t = type(a)
             if t is Send:
+                if self.index:
+                    a = Send(a.to, a.frame, self.index)
                 if hold and type(a.frame) is SnapshotAck:
                     held.append(a)
                 elif type(a.frame) is Ack:
@@ -357,7 +417,10 @@ class GroupCore:
             elif t is Serving:
                 self._policies.clear()
                 if a.on:
-                    self.node.membership_event(GateOpened(now, REPLICATION_GATE, a.epoch), now, out)
+                    if self.mastery is None:
+                        self.node.membership_event(GateOpened(now, REPLICATION_GATE, a.epoch), now, out)
+                    else:
+                        self.mastery.opened(a.epoch)
             elif t is Note:
                 if a.event == "transfer-finished":
                     self.last_transfer_at = now
@@ -365,9 +428,13 @@ class GroupCore:
                     self._forget_at = self.replication.log.last_seq
                 # started_ms is this node's clock: meaningless to a reader of the history
                 out.append(Record(now, a.event.replace("-", "_"),
-                                  {k: v for k, v in a.fields.items() if k != "started_ms"}))
+                                  self._fields({k: v for k, v in a.fields.items() if k != "started_ms"})))
             elif t is StorageReplaced:
                 self._policies.clear()
+                if self.mastery is not None:
+                    storages = self.node.storages
+                    storages[self.index] = a.storage
+                    a.storage.catalogue = StoragesCatalogue(storages, self.index)
                 out.append(a)
             elif t is Rejected:
                 self.rejected += 1
@@ -431,7 +498,7 @@ class GroupCore:
         if on != self.throttling:
             self.throttling = on
             out.append(ThrottleChanged(on))
-            out.append(Record(now, "throttle", {"on": on}))
+            out.append(Record(now, "throttle", self._fields({"on": on})))
 
     def _hand_on_check(self, now: float, out: list[Action]) -> None:
         """An amnesiac Raft leader whose sync cannot finish with the members it reaches hands
@@ -441,6 +508,8 @@ class GroupCore:
         which its sync needs, can elect nobody while it leads them (the simulator's seed 103
         plays this). The wait is the connection timeout: a member not heard from for that long
         is unreachable."""
+        if self.mastery is not None:
+            return     # a group master that is not the Raft leader has no leadership to hand on
         sync = self.replication.sync
         node = self.node
         m = node.membership
@@ -484,8 +553,8 @@ class GroupCore:
         if progress == self._progress:
             return
         self._progress, self._progress_at = progress, now
-        out.append(Record(now, "replication", {
+        out.append(Record(now, "replication", self._fields({
             "epoch": st["epoch"], "last_seq": st["last_seq"],
             "replicas": {k: {"acked_seq": r["acked_seq"], "lag_batches": r["lag_batches"],
                              "lag_ms": r["lag_ms"], "connected": r["connected"]}
-                         for k, r in sorted(st["replicas"].items())}}))
+                         for k, r in sorted(st["replicas"].items())}})))

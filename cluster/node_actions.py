@@ -76,6 +76,7 @@ class ServeForwarded:
     sender: str
     request_id: int
     payload: Any
+    group: int = 0     # the group the forwarder routed it to
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,27 +39,30 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from storage import Storage
+from storage.catalogue import StoragesCatalogue
 from storage.commands import Command
 
 from cluster import decisions
 from cluster.compaction import RECORDS_PER_BLOB, STEP_BYTES
 from cluster.config import Timing
 from cluster.errors import NotServing
+from cluster.directory import Directory, Key
 from cluster.forwards import Forwards
 from cluster.group_core import REPLICATION_GATE, GroupCore
+from cluster.group_mastery import GroupMastery
 from cluster.membership import (
     ActivityChanged, DeliverView, Fenced, LeaseAck, MembershipCore, ProposeView, RaftSample, Record, StepDown,
     TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
-    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, Refuse, Route, ServeForwarded, ToRaft,
-    TransferLeadership, Warn,
+    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, ProposePlacement, Refuse, Route,
+    ServeForwarded, ToRaft, TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
 from cluster.replication.core import TransferSettings
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Rejected, Send, SnapshotChunk
+from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Place, Rejected, Send, SnapshotChunk
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
 
@@ -87,7 +90,8 @@ class CoreSettings:
     snapshot_min_bytes: int = 64 * 1024 * 1024
     snapshot_step_bytes: int = STEP_BYTES          # how much a compaction step reads
     snapshot_blob_records: int = RECORDS_PER_BLOB
-    # Queue groups: the Raft leader's views name each group's master (cluster/assignment.py).
+    # Replication groups: every queue lives in one, and each has its own master, which the Raft
+    # leader's views name (cluster/assignment.py); 1: the Raft leader masters everything.
     groups: int = 1
 
 
@@ -105,7 +109,7 @@ class NodeCore:
     def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
                  new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,
                  entries_dropped: bool = False, log: ReplicationLog | None = None,
-                 bugs: frozenset[str] = frozenset()) -> None:
+                 bugs: frozenset[str] = frozenset(), started: float = 0.0) -> None:
         all_bugs = check_bugs(bugs)
         self.bugs = all_bugs & BUGS
         self.name = name
@@ -127,8 +131,26 @@ class NodeCore:
         self._forwarded: dict[str, tuple[int | None, set[int], deque[int]]] = {}
         self._leader_contact: tuple[str, float] | None = None   # (Raft leader, when it last led us)
         self.journal_error: str | None = None
-        self.groups = [GroupCore(self, storage, new_storage, log=log, amnesiac=amnesiac,
-                                 entries_dropped=entries_dropped, bugs=all_bugs)]
+        self.multi = settings.groups > 1
+        if not self.multi:
+            self.groups = [GroupCore(self, storage, new_storage, log=log, amnesiac=amnesiac,
+                                     entries_dropped=entries_dropped, bugs=all_bugs)]
+        else:
+            # One storage, log, stream and mastery per group; the journal of several groups is
+            # not built yet, so such a node keeps none.
+            assert not settings.journal, "a node of several groups has no journal yet"
+            self.groups = [
+                GroupCore(self, storage if g == 0 else new_storage(), new_storage,
+                          log=ReplicationLog(settings.log_limit_bytes), amnesiac=amnesiac,
+                          entries_dropped=False, bugs=all_bugs, index=g,
+                          mastery=GroupMastery(name, g, self.members, t, started))
+                for g in range(settings.groups)]
+            # each group's storage reads the others' queues (storage/catalogue.py); a group whose
+            # storage a transfer replaces puts the new one in this list
+            self.storages = [g.storage for g in self.groups]
+            StoragesCatalogue.join(self.storages)
+            # which group holds each queue: what Raft committed, learned here (cluster/directory.py)
+            self.directory = Directory()
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -136,9 +158,11 @@ class NodeCore:
     def view(self) -> View | None:
         return self.membership.view
 
-    def serving(self, now: float) -> bool:
-        """The active master, synchronised: client operations run here. (``route`` and
-        ``execute`` inline its first answer, from the lease it caches: keep them in step.)"""
+    def serving(self, now: float, group: int = 0) -> bool:
+        """The active master (of ``group``), synchronised: client operations run here. (``route``
+        and ``execute`` inline its first answer, from the lease it caches: keep them in step.)"""
+        if self.multi:
+            return self.groups[group].serving_now(now)
         if not self.groups[0].replication.serving or self.journal_error is not None:
             return False
         if "minority-answers" in self.bugs:
@@ -153,7 +177,9 @@ class NodeCore:
             self._active_until = m.lease_expiry()  # type: ignore[assignment]
         return active
 
-    def route(self, now: float) -> Route:
+    def route(self, now: float, group: int = 0) -> Route:
+        if self.multi:
+            return self._route_group(now, group)
         if (now < self._active_until and self.groups[0].replication.serving and self.journal_error is None) \
                 or self.serving(now):   # serving()'s first answer inline: once per client request
             return LOCAL
@@ -173,6 +199,25 @@ class NodeCore:
             # Connected, but not leading us: it lost its majority (or we are cut off from it on
             # Raft's links). Forwarding would only collect its refusal.
             return Refuse(f"Node {self.name} has not heard from the master {master} as Raft leader within an "
+                          "election timeout: the master may have lost its majority.")
+        return ForwardTo(master)
+
+    def _route_group(self, now: float, group: int) -> Route:
+        g = self.groups[group]
+        if g.serving_now(now):
+            return LOCAL
+        reason = self.unavailable_reason(now, group)
+        if not self.settings.forward:
+            return Refuse(f"{reason} Forwarding is off (forward = false).")
+        m = g.mastery
+        master = m.master   # type: ignore[union-attr]
+        if master is None or master == self.name:
+            return Refuse(reason)
+        if not self.liveness.connected(master):
+            return Refuse(f"Node {self.name} cannot reach the master {master} of group {group} (its stream link "
+                          "is down), so it cannot forward.")
+        if not m.heard_master(now):   # type: ignore[union-attr]
+            return Refuse(f"Node {self.name} has not heard from the master {master} of group {group} within an "
                           "election timeout: the master may have lost its majority.")
         return ForwardTo(master)
 
@@ -200,12 +245,16 @@ class NodeCore:
         t = self.timing
         return c is not None and c[0] == master and now - c[1] < t.election_min + t.heartbeat
 
-    def unavailable_reason(self, now: float) -> str:
+    def unavailable_reason(self, now: float, group: int = 0) -> str:
         if self.journal_error is not None:
             return f"Node {self.name} cannot store anything: its journal failed ({self.journal_error})."
         view = self.membership.view
         if view is None:
             return f"Node {self.name} has not joined a view of the cluster yet."
+        if self.multi:
+            g = self.groups[group]
+            return f"Node {self.name} is not serving group {group}: " + \
+                g.mastery.reason(now, g.replication.serving, self.journal_error) + "."   # type: ignore[union-attr]
         if view.master != self.name:
             return f"Node {self.name} is not the master (the master is {view.master})."
         if not self.groups[0].replication.serving:
@@ -217,32 +266,73 @@ class NodeCore:
 
     # -- client operations -------------------------------------------------------------------------
 
-    def execute(self, token: Any, command: Command, now: float) -> list[Action]:
-        """Run ``command`` if this node is the serving master; its ``Answer`` comes once its ack
-        policy is met (maybe among the actions returned now)."""
+    def execute(self, token: Any, command: Command, now: float, group: int = 0) -> list[Action]:
+        """Run ``command`` if this node is the serving master (of ``group``); its ``Answer``
+        comes once its ack policy is met (maybe among the actions returned now)."""
         out: list[Action] = []
-        group = self.groups[0]
+        if self.multi:
+            return self._execute_group(token, command, now, group)
+        g = self.groups[0]
         # serving()'s first answer, inline: this runs once per client operation
-        if not (now < self._active_until and group.replication.serving and self.journal_error is None) \
+        if not (now < self._active_until and g.replication.serving and self.journal_error is None) \
                 and not self.serving(now):
             self._time_passed(now, out)
             out.append(Answer(token, None, NotServing(self.unavailable_reason(now))))
             return out
-        group.execute(token, command, now, out)
+        g.execute(token, command, now, out)
         return out
 
-    def forward(self, token: Any, payload: Any, now: float) -> list[Action]:
-        """Hand a client request to the master (``route`` said ForwardTo)."""
-        route = self.route(now)
+    def _execute_group(self, token: Any, command: Command, now: float, group: int) -> list[Action]:
+        g = self.groups[group]
+        out: list[Action] = []
+        if not g.serving_now(now):
+            g.serving_check(now, out)
+            out.append(Answer(token, None, NotServing(self.unavailable_reason(now, group))))
+        else:
+            g.execute(token, command, now, out)
+        return out
+
+    def forward(self, token: Any, payload: Any, now: float, group: int = 0) -> list[Action]:
+        """Hand a client request to the master (of ``group``: ``route`` said ForwardTo)."""
+        route = self.route(now, group)
         if type(route) is not ForwardTo:
             reason = route.reason if type(route) is Refuse else f"Node {self.name} is the master now."
             return [ForwardFailed(token, reason, sent=False)]
-        return [self.forwards.send(token, route.master, payload, now)]
+        send = self.forwards.send(token, route.master, payload, now)
+        return [send if group == 0 else Send(send.to, send.frame, group)]
 
     def forward_unsent(self, request_id: int) -> list[Action]:
         """The runtime could not even queue a Forward frame: the master never saw the request, so
         its client may retry it safely now rather than after the forward timeout."""
         return self.forwards.unsent(request_id)
+
+    # -- the queue directory (several groups) -----------------------------------------------------
+
+    def group_of(self, key: Key) -> int | None:
+        """The group that holds the queue ``key``, as far as this member has learned."""
+        return self.directory.group_of(key)
+
+    def place(self, key: Key, now: float) -> list[Action]:
+        """Ask for the queue ``key`` to be placed in a group (a CreateQueue of a name this member
+        has no group for): the Raft leader commits it; ``placed`` says when it is known here."""
+        m = self.membership
+        if m.role == "leader":
+            return [ToRaft(ProposePlacement(key, len(self.groups)))]
+        if m.leader is not None and m.leader != self.name and self.liveness.connected(m.leader):
+            return [Send(m.leader, Place(key))]
+        return []
+
+    def placed(self, key: Key, group: int, now: float) -> list[Action]:
+        """Raft committed the placement of ``key`` in ``group`` (or it was already placed)."""
+        if self.directory.group_of(key) is not None:
+            return []
+        self.directory.learn(key, group)
+        return [Record(now, "placed", {"region": key[0], "account": key[1], "queue": key[2], "group": group})]
+
+    def directory_restored(self, record: Any) -> list[Action]:
+        """Raft loaded a snapshot: the directory is the one it holds."""
+        self.directory = Directory.from_record(record)
+        return []
 
     def stopped(self, reason: str) -> list[Action]:
         """The node stops: waiting operations and forwards end with "outcome unknown"."""
@@ -272,6 +362,7 @@ class NodeCore:
     def leader_contact(self, leader: str, at: float) -> list[Action]:
         """Raft's thread says: ``leader`` led us at ``at``."""
         self._leader_contact = (leader, at)
+        self.membership.leader_contact(leader, at)
         return []
 
     def lease_acked(self, peer: str, term: int, stamp: float, now: float) -> list[Action]:
@@ -295,6 +386,8 @@ class NodeCore:
         self.members = tuple(sorted(members))
         for group in self.groups:
             group.replication.configured = len(self.members)
+            if group.mastery is not None:
+                group.mastery.members_changed(self.members)
         out: list[Action] = []
         for peer, up in self.liveness.set_peers(tuple(m for m in self.members if m != self.name)):
             self._peer(peer, up, now, out)
@@ -302,7 +395,8 @@ class NodeCore:
 
     # -- events from the stream --------------------------------------------------------------------
 
-    def frame(self, sender: str, frame: Any, now: float) -> list[Action]:
+    def frame(self, sender: str, frame: Any, now: float, group: int = 0) -> list[Action]:
+        """A frame of the stream: the link's own, or one of ``group``'s."""
         out: list[Action] = []
         if not self.liveness.heard(sender, now):
             out.append(Rejected(sender, "not a member"))
@@ -313,11 +407,14 @@ class NodeCore:
                 self._peer(peer, up, now, out)
         elif t is Forward:
             if self._first_forward(sender, frame.request_id):
-                out.append(ServeForwarded(sender, frame.request_id, frame.payload))
+                out.append(ServeForwarded(sender, frame.request_id, frame.payload, group))
         elif t is ForwardReply:
             self.forwards.answered(sender, frame, out)
+        elif t is Place:
+            if self.multi and self.membership.role == "leader":
+                out.append(ToRaft(ProposePlacement(frame.key, len(self.groups))))
         else:
-            self.groups[0].frame(sender, frame, now, out)
+            self.groups[group].frame(sender, frame, now, out)
             if t is SnapshotChunk:
                 self._stand_check(out)
         return out
@@ -346,7 +443,12 @@ class NodeCore:
     def flush(self, now: float) -> list[Action]:
         """The end of a turn of the loop: each group's staged operations go out as one batch,
         and its newest ack per master."""
-        return self.groups[0].flush(now)
+        if not self.multi:
+            return self.groups[0].flush(now)
+        out: list[Action] = []
+        for group in self.groups:
+            out += group.flush(now)
+        return out
 
     # -- events from the journal -------------------------------------------------------------------
 
@@ -385,10 +487,12 @@ class NodeCore:
                 v = a.view
                 for group in self.groups:
                     group.install_view(v, now, out)
-                self.forwards.master_changed(v.master, out)
+                if not self.multi:
+                    # (a group that moved answers forwards with a refusal: they are left to it)
+                    self.forwards.master_changed(v.master, out)
             elif t is ActivityChanged:
-                for group in self.groups:
-                    group.activity_changed(a.active, now)
+                if not self.multi:   # the Raft leader's activity is the one group's
+                    self.groups[0].activity_changed(a.active, now)
         for group in self.groups:
             group.serving_check(now, out)
 

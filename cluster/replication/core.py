@@ -93,6 +93,7 @@ class ReplicationCore:
                  bugs: frozenset[str] = frozenset(), amnesiac: bool = False, durable_seq: int | None = None):
         self.bugs = check_bugs(bugs) & BUGS
         self.name = name
+        self.group = 0          # its replication group (the group core sets it)
         self.storage = storage
         self.new_storage = new_storage
         self.log = log if log is not None else ReplicationLog()
@@ -132,7 +133,10 @@ class ReplicationCore:
 
     # --- inputs -------------------------------------------------------------------------------
 
-    def install_view(self, master: str, epoch: int, members: Iterable[str], now_ms: int) -> list[Any]:
+    def install_view(self, master: str, epoch: int, members: Iterable[str], now_ms: int,
+                     counts_self_from_ms: int | None = None) -> list[Any]:
+        """``counts_self_from_ms``: when this node, named master, may count its own position in
+        its sync (a group master's guard: cluster/group_lease.py); None: at once."""
         members = tuple(sorted(members))
         if epoch < self.epoch:
             return [Note("stream-view-ignored", {"epoch": epoch, "current": self.epoch})]
@@ -187,11 +191,13 @@ class ReplicationCore:
             self.master_core = MasterReplicator(self.name, epoch, members, self.log, policy=self.policy,
                                                 limits=self.limits, configured=self.configured)
             self.master_core.local_durable = self.durable_seq
+            self.master_core.group = self.group
             self.sync = SyncCoordinator(self.name, epoch, members, self.storage, self.log,
                                         retry_ms=self.sync_retry_ms, configured=self.configured,
                                         amnesiac=self.amnesiac,
                                         # a few of the holder's own resend periods
-                                        transfer_retry_ms=4 * self.transfer_settings.resend_after_ms)
+                                        transfer_retry_ms=4 * self.transfer_settings.resend_after_ms,
+                                        counts_self_from_ms=counts_self_from_ms)
             out.append(Note("sync-started", {"epoch": epoch, "members": list(members),
                                              "last_seq": self.log.last_seq, "last_epoch": self.log.last_epoch}))
             if "skip-sync" in self.bugs:

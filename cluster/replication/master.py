@@ -84,6 +84,7 @@ class MasterReplicator:
     def __init__(self, self_name: str, epoch: int, members: Sequence[str], log: ReplicationLog, *,
                  policy: AckPolicy = AckPolicy.MAJORITY, limits: Limits = Limits(), configured: int = 0):
         self.self_name = self_name
+        self.group = 0                 # its replication group (what the simulator's checks key entries by)
         self.configured = configured   # configured cluster size: what `majority` counts against
         self.epoch = epoch
         self.policy = policy
@@ -146,7 +147,7 @@ class MasterReplicator:
             blob = encode_many([m for _, _, muts in ops for m in muts])
             entry = Entry(seq, self.epoch, blob, now_ms)
             if decisions.ON:
-                decisions.wrote(self.epoch, seq, blob)
+                decisions.wrote(self.epoch, seq, blob, self.group)
             self.log.append(entry)
             for op_id, policy, _ in ops:
                 if policy is not AckPolicy.NONE:

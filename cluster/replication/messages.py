@@ -216,6 +216,7 @@ FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fe
 class Send:
     to: str
     frame: Frame
+    group: int = 0    # the replication group whose frame it is (the node core tags it)
 
 
 @dataclass(frozen=True, slots=True)
