@@ -6,7 +6,8 @@
   intervals (`activated` to `deactivated`, `stopped`, a restart or a kill). A refused operation
   (`failed`) ran nothing and is not judged.
 * **Flow control.** While a node throttles producers (`throttle` on to off), it executes no
-  SendMessage or SendMessageBatch.
+  SendMessage or SendMessageBatch; and it refuses one as throttled (ThrottlingException) only
+  while it throttles.
 
 With several replication groups both rules hold per group: an `op`, `throttle` or activity line
 names its group (none named: group 0), and an operation of group g must fall inside the node's
@@ -26,6 +27,8 @@ from cluster.checker.verdict import ActiveInterval
 
 EXECUTED = ("ok", "unknown")
 PRODUCERS = ("SendMessage", "SendMessageBatch")
+# a producer refused by flow control, as the simulator and the product's `op` lines name it
+THROTTLED = ("ThrottlingException", "RequestThrottled", "Throttled")
 # A real node stamps an `op` line with the wall clock and its activity lines with its monotonic
 # clock mapped to the wall clock: the two agree to well under a millisecond. The simulator's
 # clock is exact; a stale master there executes far more than a millisecond out of office.
@@ -46,8 +49,12 @@ class ThrottleViolation:
     node: str
     at: float
     action: str
-    throttling_since: float
+    throttling_since: float          # -1: it was not throttling (a refusal without a throttle)
     group: int = 0
+
+    @property
+    def refused(self) -> bool:
+        return self.throttling_since < 0
 
 
 def gating_violations(history: History, intervals: list[ActiveInterval],
@@ -74,6 +81,7 @@ def gating_violations(history: History, intervals: list[ActiveInterval],
 def throttle_violations(history: History, tolerance: float = 0.0) -> list[ThrottleViolation]:
     tolerance = max(tolerance, CLOCK_SLACK_S)
     since: dict[tuple[str, int], float] = {}
+    released: dict[tuple[str, int], float] = {}    # when each throttle last ended
     out = []
     events = sorted(history.node_events, key=lambda e: (e.ts, e.event != "throttle"))
     for e in events:
@@ -81,14 +89,20 @@ def throttle_violations(history: History, tolerance: float = 0.0) -> list[Thrott
             key = (e.node, int(e.fields.get("group", 0)))
             if e.fields.get("on"):
                 since.setdefault(key, e.ts)
-            else:
-                since.pop(key, None)
+            elif since.pop(key, None) is not None:
+                released[key] = e.ts
         elif e.event in ("started", "stopped"):
             for key in [k for k in since if k[0] == e.node]:
                 del since[key]
-        elif e.event == "op" and e.fields.get("action") in PRODUCERS and e.fields.get("outcome") in EXECUTED:
+        elif e.event == "op" and e.fields.get("action") in PRODUCERS:
             group = int(e.fields.get("group", 0))
             s = since.get((e.node, group))
-            if s is not None and e.ts > s + tolerance:
-                out.append(ThrottleViolation(e.node, e.ts, str(e.fields["action"]), s, group))
+            outcome = e.fields.get("outcome")
+            if outcome in EXECUTED:
+                if s is not None and e.ts > s + tolerance:
+                    out.append(ThrottleViolation(e.node, e.ts, str(e.fields["action"]), s, group))
+            elif outcome == "failed" and e.fields.get("error") in THROTTLED and s is None \
+                    and e.ts > released.get((e.node, group), float("-inf")) + tolerance:
+                # (a throttle that began and ended within the slack of the refusal covers it)
+                out.append(ThrottleViolation(e.node, e.ts, str(e.fields["action"]), -1.0, group))
     return out

@@ -220,8 +220,10 @@ class Verdict:
         if self.gating:
             out.append(f"gating: {len(self.gating)} client operations executed by a node that was not the "
                        "active master")
-        if self.throttled:
-            out.append(f"flow control: {len(self.throttled)} producers executed while throttling")
+        if executed := [t for t in self.throttled if not t.refused]:
+            out.append(f"flow control: {len(executed)} producers executed while throttling")
+        if refused := [t for t in self.throttled if t.refused]:
+            out.append(f"flow control: {len(refused)} producers refused as throttled while not throttling")
         if self.two_masters:
             out.append(f"two active masters: {len(self.two_masters)} overlaps")
         if self.divergence:

@@ -126,3 +126,25 @@ def test_a_throttle_excuses_only_sends_to_its_own_group():
     h.send("b1", t, None, outcome="unknown", queue="qb")
     h.records.append(NemesisEvent(t + 2 * b, "", "heal", None))
     assert _unavailable(h) == [("qa", 0)]
+
+
+def test_a_producer_refused_as_throttled_while_its_group_does_not_throttle_breaks_flow_control():
+    h = H()
+    h.node(1.0, "n1", "activated", group=0)
+    h.node(1.0, "n1", "activated", group=1)
+    h.node(2.0, "n1", "throttle", on=True, group=1)
+    h.node(2.5, "n1", "op", action="SendMessage", outcome="failed", error="ThrottlingException", group=1)  # rightly
+    h.node(2.6, "n1", "op", action="SendMessage", outcome="failed", error="ThrottlingException", group=0)  # wrongly
+    h.node(3.0, "n1", "throttle", on=False, group=1)
+    v = check(h.history())
+    assert [(t.at, t.group, t.refused) for t in v.throttled] == [(2.6, 0, True)]
+    assert "flow control: 1 producers refused as throttled while not throttling" in v.failures("none")
+
+
+def test_a_refusal_in_the_instant_a_throttle_began_and_ended_is_covered_by_it():
+    h = H()
+    h.node(1.0, "n1", "activated")
+    h.node(2.0, "n1", "throttle", on=True)
+    h.node(2.0, "n1", "op", action="SendMessage", outcome="failed", error="ThrottlingException")
+    h.node(2.0, "n1", "throttle", on=False)
+    assert check(h.history()).throttled == ()
