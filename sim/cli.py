@@ -43,6 +43,8 @@ def _nodes(v: str) -> int | None:
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=_nodes, default=3, help="cluster size, or 'random' (3 or 5 per seed); default 3")
+    p.add_argument("--groups", type=_nodes, default=1,
+                   help="replication groups ([cluster] groups), or 'random' (1 to 4 per seed); default 1")
     p.add_argument("--policy", choices=POLICIES + ("random",), default="majority",
                    help="ack policy, or 'random' per seed (default majority)")
     p.add_argument("--duration", type=float, default=60.0,
@@ -145,7 +147,8 @@ def _run(args: argparse.Namespace) -> int:
                             nodes=args.nodes, policy=None if args.policy == "random" else args.policy,
                             duration=args.duration, bugs=tuple(args.bug), strict=args.strict,
                             keep_histories=args.keep_histories, seeds_per_task=args.seeds_per_task,
-                            progress=not args.no_progress, crash_policy=args.crash_policy, workload=workload)
+                            progress=not args.no_progress, crash_policy=args.crash_policy, workload=workload,
+                            groups=args.groups)
     finally:
         if owned:
             spark.stop()
@@ -193,9 +196,9 @@ def _replay(args: argparse.Namespace) -> int:
 
     workload = _shipped(args.workload)
     sc = generate(args.seed, nodes=args.nodes, policy=None if args.policy == "random" else args.policy,
-                  duration=args.duration, bugs=tuple(args.bug), crash_policy=args.crash_policy)
+                  duration=args.duration, bugs=tuple(args.bug), crash_policy=args.crash_policy, groups=args.groups)
     r = simulate(sc, strict=args.strict, workload=workload.get() if workload is not None else None)
-    print(f"seed {sc.seed}: {sc.nodes} nodes, policy {sc.policy}, {len(sc.faults)} faults, "
+    print(f"seed {sc.seed}: {sc.nodes} nodes, {sc.groups} group(s), policy {sc.policy}, {len(sc.faults)} faults, "
           f"{r.stats['ops']} client operations, {r.stats['lines']} history lines")
     print(r.verdict.summary(sc.policy))
     for f in r.failures:

@@ -39,10 +39,10 @@ class Lag:
     ms: int           # the age of the oldest entry it has not acked (0: none, or trimmed)
 
 
-def counted(node: Any, now_s: float) -> list[Lag] | None:
-    """The lag of every replica ``node`` (a SimNode) counts as master, as its core's clock reads
-    now (whole milliseconds); None if it is not a master."""
-    master = node.core.groups[0].replication.master_core
+def counted(node: Any, now_s: float, group: int = 0) -> list[Lag] | None:
+    """The lag of every replica ``node`` (a SimNode) counts as master of ``group``, as its core's
+    clock reads now (whole milliseconds); None if it is not that group's master."""
+    master = node.core.groups[group].replication.master_core
     if master is None:
         return None
     now_ms = int(now_s * 1000)

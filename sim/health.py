@@ -57,7 +57,7 @@ class Health:
         for n in w.names:
             node = w.nodes.get(n)
             if n in w.down or n in w.paused or node is None or not node.alive \
-                    or node.core.groups[0].replication.receiver is not None or node.core.groups[0].replication.amnesiac:
+                    or any(g.replication.receiver is not None or g.replication.amnesiac for g in node.core.groups):
                 continue
             cand.append(n)
         links, flapping = net.links, w.nemesis.flapping
@@ -85,12 +85,24 @@ class Health:
         else:
             self._everyone_since = None
             self._quiesce_due = True
-        m = w.master()
-        judged = len(healthy) > len(w.names) // 2 and (m is None or m.name in healthy)
-        state = (healthy, judged)
+        majority = len(healthy) > len(w.names) // 2
+        if w.sc.groups == 1:
+            m = w.master()
+            judged = majority and (m is None or m.name in healthy)
+            state: tuple = (healthy, judged)
+            if state != self._health:
+                self._health = state
+                w.nemesis.note("", HEALTH, {"healthy": list(healthy), "judged": judged, "everyone": everyone})
+            return
+        # each group judged on its own: only the groups whose master the healthy set holds
+        # (or that have none) must answer; a failed member pauses the groups it mastered
+        groups = [g for g in range(w.sc.groups)
+                  if majority and ((m := w.master(g)) is None or m.name in healthy)]
+        state = (healthy, tuple(groups))
         if state != self._health:
             self._health = state
-            w.nemesis.note("", HEALTH, {"healthy": list(healthy), "judged": judged, "everyone": everyone})
+            w.nemesis.note("", HEALTH, {"healthy": list(healthy), "judged": bool(groups), "everyone": everyone,
+                                        "groups": groups})
 
     def _quiescent(self) -> None:
         """Every member healthy for a while and the stream idle: all digests must be the master's."""
@@ -99,12 +111,19 @@ class Health:
                 or (not self._quiesce_due and w.now - self._last_quiescent < QUIESCE_CALM_US) \
                 or not w.members_converged():
             return
-        m = w.master()
-        mc = m.core.groups[0].replication.master_core if m is not None else None
-        if mc is None or mc._staged:
-            return
+        records = []
+        for g in range(w.sc.groups):
+            m = w.master(g)
+            mc = m.core.groups[g].replication.master_core if m is not None else None
+            if mc is None or mc._staged:
+                return
+            records.append({"group": g, "master": m.name,
+                            "digests": {n: w.nodes[n].core.groups[g].storage.digest() for n in w.names}})
         self._last_quiescent = w.now
         self._quiesce_due = False
         self.quiescent_points += 1
-        w.nemesis.note("", QUIESCENT, {"master": m.name,
-                                       "digests": {n: w.nodes[n].core.groups[0].storage.digest() for n in w.names}})
+        if w.sc.groups == 1:
+            del records[0]["group"]
+            w.nemesis.note("", QUIESCENT, records[0])
+        else:
+            w.nemesis.note("", QUIESCENT, {"groups": records})

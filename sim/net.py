@@ -98,9 +98,11 @@ class Network:
     def send(self, src: str, dst: str, plane: int, msg: Any) -> bool:
         world = self.world
         if plane == STREAM and (waste := getattr(world, "waste", None)) is not None:   # (a test's world may judge none)
-            waste.frame(world.now_s, src, world.nodes[src], msg)
-            if type(msg) is Batch:
-                world.provenance.frame(world.now_s, src, dst, msg)
+            # with several replication groups a stream message is (group, frame)
+            group, frame = msg if type(msg) is tuple else (0, msg)
+            waste.frame(world.now_s, src, world.nodes[src], frame, group)
+            if type(frame) is Batch:
+                world.provenance.frame(world.now_s, src, dst, frame, group)
         link = self.links[(src, dst)]
         self.sent += 1
         dnode = world.nodes.get(dst)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from storage import IdSource, SqsError, Storage
+from storage.commands import CreateQueue
 
 from cluster.checker.schema import NodeEvent
 from cluster.compaction import Snapshot
@@ -49,7 +50,7 @@ from cluster.journal.journal import Journal, SnapshotAborted
 from cluster.journaling import rebuild
 from cluster.node_actions import (
     Answer, FenceDone, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist,
-    PersistReset, ServeForwarded, ToRaft, TransferLeadership,
+    PersistReset, ProposePlacement, ServeForwarded, ToRaft, TransferLeadership,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.replication.core import StorageReplaced, TransferSettings
@@ -75,12 +76,23 @@ _CORE_MESSAGES = (PreVote, PreVoteReply, LeaseAck, TermAhead)
 class _Op:
     """A client operation this node executes: for its answer and its history `op` line."""
 
-    __slots__ = ("asker", "command", "started")
+    __slots__ = ("asker", "command", "started", "group")
 
-    def __init__(self, asker: Any, command: Any, started: float) -> None:
+    def __init__(self, asker: Any, command: Any, started: float, group: int | None = None) -> None:
         self.asker = asker        # the client's Request, or ("forwarded", member, request id)
         self.command = command
         self.started = started
+        self.group = group        # its replication group, with several (None: one group)
+
+
+def _key(command: Any) -> tuple[str, str, str] | None:
+    """The queue a command names (region, account, name), or None."""
+    q = getattr(command, "queue", None)
+    if q is not None:
+        return (q.region, q.account, q.name)
+    if type(command) is CreateQueue and command.name is not None:
+        return (command.ns.region, command.ns.account, command.name)
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,7 +132,8 @@ class SimNode:
         def new_storage() -> Storage:
             return Storage(clock, IdSource(rng.getrandbits(64)))
 
-        settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=limits,
+        self.n_groups = world.sc.groups
+        settings = CoreSettings(timing=timing, policy=policy, forward=forward, limits=limits, groups=self.n_groups,
                                 transfer=TransferSettings(chunk_records=chunk_records, window=transfer_window),
                                 log_limit_bytes=log_limit_bytes, journal=journal is not None,
                                 **({"snapshot_min_bytes": journal.snapshot_min_bytes,
@@ -144,11 +157,14 @@ class SimNode:
             storage, rlog, dropped = new_storage(), None, False
             amnesiac = restarts_amnesiac(restarted, None)
         self.core = NodeCore(name, tuple(names), settings, storage, new_storage, incarnation=rng.getrandbits(62),
-                             amnesiac=amnesiac, entries_dropped=dropped, log=rlog, bugs=bugs)
+                             amnesiac=amnesiac, entries_dropped=dropped, log=rlog, bugs=bugs, started=now_s)
         self.election = ElectionCore(name, timing, rng, now_s, bugs=bugs)
         self.view: View | None = None     # the Raft-applied view record (cluster/runtime._ViewLog)
         self.raft = RaftNode(name, names, timing, now_s, send=self._raft_send, changed=self._raft_changed,
-                             apply=self._view_applied, restore=disk)
+                             apply=self._view_applied, restore=disk,
+                             on_place=self._placed if self.n_groups > 1 else None)
+        # CreateQueues of names with no group yet, waiting for their placement (several groups)
+        self._placing: dict[tuple[str, str, str], list["Request"]] = {}
         self._hops = [0, 0]               # per direction: the latest delivery time of a post (FIFO)
         self._last_sample: tuple | None = None
         self.rejected = 0
@@ -261,6 +277,10 @@ class SimNode:
         self.view = proposed
         self._post(True, self._loop_view, proposed)
 
+    def _placed(self, key: tuple[str, str, str], group: int) -> None:
+        """Raft applied a placement (cluster/runtime.py posts it to the loop the same way)."""
+        self._post(True, self._loop_placed, key, group)
+
     def _raft_send(self, to: str, msg: Any) -> None:
         self.world.net.send(self.name, to, RAFT, msg)
 
@@ -336,6 +356,8 @@ class SimNode:
             self._election(self.election.fence_done(action.term))
         elif t is TransferLeadership:
             self.raft.transfer_leadership(action.to, self.world.now_s)
+        elif t is ProposePlacement:
+            self.raft.propose_place(action.key, action.groups, self.world.now_s)
 
     # --- the loop side -------------------------------------------------------------------------------
 
@@ -355,13 +377,22 @@ class SimNode:
     def _loop_fence(self, term: int) -> None:
         self._act(self.core.fence(term, self.world.now_s))
 
+    def _loop_placed(self, key: tuple[str, str, str], group: int) -> None:
+        self._act(self.core.placed(key, group, self.world.now_s))
+        for req in self._placing.pop(key, ()):
+            self._on_request(req)
+
     def _loop_step_down(self, to: str | None) -> None:
         self._act(self.core.step_down(self.world.now_s, to))
 
     def _core_tick(self) -> None:
         w = self.world
         self._act(self.core.tick(w.now_s))
-        w.flow.ticked(self.name, w.now_s, self.core.groups[0].throttling, counted(self, w.now_s))
+        if self.n_groups == 1:
+            w.flow.ticked(self.name, w.now_s, self.core.groups[0].throttling, counted(self, w.now_s))
+        else:    # each group's master throttles its own producers: judged per group
+            for g in self.core.groups:
+                w.flow.ticked(f"{self.name}/g{g.index}", w.now_s, g.throttling, counted(self, w.now_s, g.index))
         w.at(w.now + CORE_TICK_US, self._node_event, self._core_tick, ())
 
     def _flush(self) -> None:
@@ -381,7 +412,11 @@ class SimNode:
         self._act(self.core.journal_failed(reason, self.world.now_s))
 
     def _on_stream(self, sender: str, frame: Any) -> None:
-        self._act(self.core.frame(sender, frame, self.world.now_s))
+        if self.n_groups > 1:
+            group, frame = frame      # (group, frame): what an EM2 bundle's item carries
+            self._act(self.core.frame(sender, frame, self.world.now_s, group))
+        else:
+            self._act(self.core.frame(sender, frame, self.world.now_s))
         rare = self.world.rare
         if rare.race.armed is not None:
             rare.race.check(self, "stream")
@@ -390,6 +425,9 @@ class SimNode:
 
     def _on_request(self, req: "Request") -> None:
         now_s = self.world.now_s
+        if self.n_groups > 1:
+            self._on_grouped_request(req, now_s)
+            return
         route = self.core.route(now_s)
         t = type(route)
         if t is Local:
@@ -401,18 +439,44 @@ class SimNode:
         else:
             self._refuse(req)
 
-    def _refuse(self, req: "Request") -> None:
+    def _on_grouped_request(self, req: "Request", now_s: float) -> None:
+        """With several groups: the request goes to its queue's group (as the product's endpoint
+        routes by the queue key); a CreateQueue of a name no group holds waits for its placement,
+        and a request naming no queue, or an unknown one, goes to group 0 (which answers it)."""
+        core = self.core
+        key = _key(req.command)
+        group = core.group_of(key) if key is not None else 0
+        if group is None:
+            if type(req.command) is not CreateQueue:
+                group = 0
+            else:
+                waiting = self._placing.setdefault(key, [])   # type: ignore[arg-type]
+                waiting.append(req)
+                if len(waiting) == 1:
+                    self._act(core.place(key, now_s))          # type: ignore[arg-type]
+                return
+        route = core.route(now_s, group)
+        t = type(route)
+        if t is Local:
+            self._act(core.execute(_Op(req, req.command, now_s, group), req.command, now_s, group))
+        elif t is ForwardTo:
+            self._act(core.forward(req, req.command, now_s, group))
+        else:
+            self._refuse(req, group)
+
+    def _refuse(self, req: "Request", group: int = 0) -> None:
         view = self.core.view
-        self.world.reply(req, "failed", None, "ServiceUnavailable", hint=view.master if view is not None else None)
+        hint = None if view is None else view.master if not view.groups else view.groups[group][0]
+        self.world.reply(req, "failed", None, "ServiceUnavailable", hint=hint)
 
     def _act(self, actions: list[Any]) -> None:
         w = self.world
         for a in actions:
             t = type(a)
             if t is Send:
-                if type(a.frame) is Ack and a.frame.seq > self.acked:
+                if type(a.frame) is Ack and a.frame.seq > self.acked and a.group == 0:
                     self.acked = a.frame.seq
-                w.net.send(self.name, a.to, STREAM, a.frame)
+                w.net.send(self.name, a.to, STREAM, a.frame if self.n_groups == 1 else (a.group, a.frame))
             elif t is Persist or t is PersistReset or t is Snapshot or t is ForgetDropped:
                 if self.writer is not None:
                     self.writer.submit(a)
@@ -424,13 +488,15 @@ class SimNode:
                 self._op_line(op, outcome, error)
                 if type(op.asker) is tuple:    # ("forwarded", sender, request id)
                     _, sender, rid = op.asker
-                    w.net.send(self.name, sender, STREAM, ForwardReply(rid, (outcome, a.result, error)))
+                    reply = ForwardReply(rid, (outcome, a.result, error))
+                    w.net.send(self.name, sender, STREAM, reply if self.n_groups == 1 else (0, reply))
                     if w.rare.replay.wait is not None:   # the `replay` rare path breaks a connection then
                         w.rare.replay.check(self, sender, rid, op.command, a.result if outcome == "ok" else None)
                 else:
                     hint = None
-                    if isinstance(a.error, NotServing) and self.core.view is not None:
-                        hint = self.core.view.master
+                    view = self.core.view
+                    if isinstance(a.error, NotServing) and view is not None:
+                        hint = view.master if op.group is None else view.groups[op.group][0]
                     w.reply(op.asker, outcome, a.result if outcome == "ok" else None, error, hint=hint)
             elif t is FlushDue:
                 # at the end of this turn, or at the time asked for (a gather's end)
@@ -445,8 +511,12 @@ class SimNode:
                 else:
                     self._refuse(a.token)
             elif t is ServeForwarded:
-                op = _Op(("forwarded", a.sender, a.request_id), a.payload, w.now_s)
-                self._act(self.core.execute(op, a.payload, w.now_s))
+                if self.n_groups == 1:
+                    op = _Op(("forwarded", a.sender, a.request_id), a.payload, w.now_s)
+                    self._act(self.core.execute(op, a.payload, w.now_s))
+                else:
+                    op = _Op(("forwarded", a.sender, a.request_id), a.payload, w.now_s, a.group)
+                    self._act(self.core.execute(op, a.payload, w.now_s, a.group))
                 if w.rare.turn.wait is not None:
                     w.rare.turn.op(self)
             elif t is ToRaft:
@@ -466,6 +536,8 @@ class SimNode:
                                   "outcome": outcome, "completed": w.now_s}
         if error is not None:
             fields["error"] = error.split(":", 1)[0]
+        if op.group is not None:
+            fields["group"] = op.group
         w.record(NodeEvent(op.started, self.name, "op", fields))
 
     # --- state for the world's god view ----------------------------------------------------------------
@@ -504,7 +576,7 @@ def _plain(d: dict) -> dict:
 _LOOP_SIDE = frozenset({
     SimNode._on_stream, SimNode._on_request, SimNode._core_tick, SimNode._flush, SimNode._loop_sample,
     SimNode._loop_view, SimNode._loop_lease_ack, SimNode._loop_contact, SimNode._loop_fence,
-    SimNode._loop_persisted, SimNode._loop_journal_failed, SimNode._loop_step_down,
+    SimNode._loop_persisted, SimNode._loop_journal_failed, SimNode._loop_step_down, SimNode._loop_placed,
 })
 
 

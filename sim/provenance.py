@@ -26,32 +26,34 @@ class ProvenanceCheck:
         self.failures: list[str] = []
         self.entries_checked = 0
         self.frames_checked = 0
-        # member -> (its log as last seen, the highest seq looked at in it)
-        self._seen: dict[str, tuple[ReplicationLog, int]] = {}
+        # (member, group) -> (its log as last seen, the highest seq looked at in it)
+        self._seen: dict[tuple[str, int], tuple[ReplicationLog, int]] = {}
 
-    def frame(self, now_s: float, src: str, dst: str, batch: Any) -> None:
+    def frame(self, now_s: float, src: str, dst: str, batch: Any, group: int = 0) -> None:
         """A Batch a member sends (the stream, a resend, a fetch's answer, a transfer's tail)
         carries what its written epoch's master wrote at its seq: a relabelled copy is caught as
         it leaves, whether or not anyone keeps it (a syncing master that sees its own last
         entry relabelled takes a transfer instead, and no log ever holds the copy)."""
         self.frames_checked += 1
-        self._judge(batch.written_epoch, batch.seq, batch.mutations, now_s, f"{src} sent {dst}")
+        self._judge(group, batch.written_epoch, batch.seq, batch.mutations, now_s, f"{src} sent {dst}")
 
     def scan(self, now_s: float, nodes: dict[str, Any]) -> None:
         """Look at every entry that appeared in a member's log since the last scan."""
         for name, node in nodes.items():
-            log = node.core.groups[0].replication.log
-            seen_log, seen_seq = self._seen.get(name, (None, 0))
-            if seen_log is not log or log.last_seq < seen_seq:
-                seen_seq = 0        # a new log (a restart), or one reset behind what was seen
-            start = max(seen_seq + 1, log.first_seq)
-            for e in log.since(start, log.last_seq - start + 1):
-                self.entries_checked += 1
-                self._judge(e.written_epoch, e.seq, e.mutations, now_s, f"{name} holds")
-            self._seen[name] = (log, log.last_seq)
+            for group in node.core.groups:
+                log = group.replication.log
+                key = (name, group.index)
+                seen_log, seen_seq = self._seen.get(key, (None, 0))
+                if seen_log is not log or log.last_seq < seen_seq:
+                    seen_seq = 0        # a new log (a restart), or one reset behind what was seen
+                start = max(seen_seq + 1, log.first_seq)
+                for e in log.since(start, log.last_seq - start + 1):
+                    self.entries_checked += 1
+                    self._judge(group.index, e.written_epoch, e.seq, e.mutations, now_s, f"{name} holds")
+                self._seen[key] = (log, log.last_seq)
 
-    def _judge(self, epoch: int, seq: int, mutations: bytes, now_s: float, who: str) -> None:
-        made = decisions.written(epoch, seq)
+    def _judge(self, group: int, epoch: int, seq: int, mutations: bytes, now_s: float, who: str) -> None:
+        made = decisions.written(epoch, seq, group)
         if made != mutations and len(self.failures) < MAX_REPORTED:
             what = "wrote nothing" if made is None else "wrote other mutations"
             self.failures.append(f"provenance: {who} seq {seq} as written in epoch {epoch}, "

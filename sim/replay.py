@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping
 
-DEFAULTS = {"nodes": 3, "policy": "majority", "duration": 60.0, "crash_policy": "any"}
+DEFAULTS = {"nodes": 3, "policy": "majority", "duration": 60.0, "crash_policy": "any", "groups": 1}
 
 
 def replay_command(seed: int, params: Mapping[str, Any], out: str | None = None) -> str:
@@ -15,6 +15,9 @@ def replay_command(seed: int, params: Mapping[str, Any], out: str | None = None)
     nodes = params.get("nodes", 3)
     if nodes != DEFAULTS["nodes"]:
         argv += ["--nodes", "random" if nodes is None else str(nodes)]
+    groups = params.get("groups", 1)
+    if groups != DEFAULTS["groups"]:
+        argv += ["--groups", "random" if groups is None else str(groups)]
     policy = params.get("policy", "majority")
     if policy != DEFAULTS["policy"]:
         argv += ["--policy", "random" if policy is None else policy]

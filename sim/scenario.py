@@ -249,6 +249,9 @@ class Scenario:
     transfer_window: int = 8         # snapshot chunks in flight (TransferSettings.window)
     gather_ms: int = 0               # the master's gather after an ack (Limits.gather_ms)
     rare: tuple[str, ...] = ()       # the rare paths this seed plays (RARE_PROBABILITY)
+    # Replication groups ([cluster] groups): each queue in one, each group its own master. With
+    # two or more, the run has no journal and no rare paths yet (both are written for one group).
+    groups: int = 1
 
     def names(self) -> list[str]:
         return [f"n{i + 1}" for i in range(self.nodes)]
@@ -261,6 +264,8 @@ class Scenario:
         d["fsync_ms"] = list(self.fsync_ms)
         d["snapshot_step"] = list(self.snapshot_step)
         d["rare"] = list(self.rare)
+        if self.groups == 1:
+            del d["groups"]    # a one-group scenario reads as it always did
         return d
 
     def dumps(self) -> str:
@@ -289,10 +294,14 @@ CRASH_POLICIES = ("safe", "any")
 def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
              bugs: tuple[str, ...] | frozenset[str] = (), faults: bool = True,
              crash_policy: str = "any", journal: bool | None = None, fsync: str | None = None,
-             rare: tuple[str, ...] | None = None) -> Scenario:
+             rare: tuple[str, ...] | None = None, groups: int | None = 1) -> Scenario:
     """The scenario of ``seed``. ``nodes`` / ``policy`` None: drawn from the seed too, and so are
-    ``journal`` (half the seeds have one) and ``fsync`` (mostly always) when None, and the rare
-    paths (``rare``: a subset of RARE_PROBABILITY's keys) when None."""
+    ``journal`` (half the seeds have one) and ``fsync`` (mostly always) when None, the rare
+    paths (``rare``: a subset of RARE_PROBABILITY's keys) when None, and ``groups`` (1 to 4, from
+    a generator of its own, so that every other draw of a seed stays as it was) when None."""
+    n_groups = groups if groups is not None else random.Random(f"groups:{seed}").randint(1, 4)
+    if n_groups < 1:
+        raise ValueError(f"groups must be >= 1, not {n_groups}")
     rng = random.Random(f"scenario:{seed}")
     n = nodes if nodes is not None else rng.choice((3, 3, 3, 5))
     pol = policy if policy is not None else rng.choice(POLICIES)
@@ -338,7 +347,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     on = jr.random() < 0.5
     pol_fsync = jr.choices(FSYNC_POLICIES, (7, 2, 1))[0]
     jextra: dict[str, Any] = {}
-    journal_on = on if journal is None else journal
+    journal_on = (on if journal is None else journal) and n_groups == 1
     if journal_on:
         fs = pol_fsync if fsync is None else fsync
         if fs not in FSYNC_POLICIES:
@@ -372,6 +381,8 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
                                                          "hung"))
     pr, kr, gr, cr, tr = later["replay"], later["relink"], later["gc"], later["comeback"], later["turn"]
     plays = drawn if rare is None else tuple(sorted(rare))
+    if n_groups > 1:
+        plays = ()
     if any(k not in RARE_PROBABILITY for k in plays):
         raise ValueError(f"unknown rare paths {plays} (expected some of {sorted(RARE_PROBABILITY)})")
     transfer_window = 8
@@ -485,7 +496,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
         base_delay_ms=base_delay_ms, log_limit_bytes=log_limit_bytes, chunk_records=chunk_records,
         bugs=tuple(sorted(bugs)), crash_policy=crash_policy, forward=forward,
         throttle_lag_ms=throttle_lag_ms, throttle_lag_batches=throttle_lag_batches, queue_policy=queue_policy,
-        transfer_window=transfer_window, gather_ms=gather_ms, rare=plays, **jextra)
+        transfer_window=transfer_window, gather_ms=gather_ms, rare=plays, groups=n_groups, **jextra)
 
 
 def _chain(rng: random.Random, kind: str, lo: float, hi: float, n: int, policy: str) -> Fault:

@@ -121,7 +121,7 @@ def run_one(seed: int, params: dict[str, Any], workload: ShippedCallable | None 
     c0 = time.process_time()
     sc = generate(seed, nodes=params.get("nodes", 3), policy=params.get("policy", "majority"),
                   duration=params.get("duration", 60.0), bugs=tuple(params.get("bugs", ())),
-                  crash_policy=params.get("crash_policy", "any"))
+                  crash_policy=params.get("crash_policy", "any"), groups=params.get("groups", 1))
     r = simulate(sc, strict=params.get("strict", False), workload=workload.get() if workload is not None else None)
     v = r.verdict
     t = v.totals
@@ -175,7 +175,8 @@ def run_seeds(spark: Any, seeds: Iterable[int], out: str | os.PathLike[str] | No
               nodes: int | None = 3, policy: str | None = "majority", duration: float = 60.0,
               bugs: tuple[str, ...] = (), strict: bool = False, keep_histories: bool = False,
               crash_policy: str = "any", workload: ShippedCallable | None = None,
-              seeds_per_task: int = 1, progress: bool = True, stream: TextIO | None = None) -> dict[str, Any]:
+              seeds_per_task: int = 1, progress: bool = True, stream: TextIO | None = None,
+              groups: int | None = 1) -> dict[str, Any]:
     """Simulate every seed on Spark; write ``out/runs`` (Parquet) and ``out/summary.json`` when
     ``out`` is given. Returns the summary; ``summary["rows"]`` holds the rows when ``out`` is None.
     ``workload``: a user's workload factory (sim/workload.py), else ours."""
@@ -183,7 +184,7 @@ def run_seeds(spark: Any, seeds: Iterable[int], out: str | os.PathLike[str] | No
 
     seeds = list(seeds)
     params = {"nodes": nodes, "policy": policy, "duration": duration, "bugs": list(bugs), "strict": strict,
-              "keep_histories": keep_histories, "crash_policy": crash_policy,
+              "keep_histories": keep_histories, "crash_policy": crash_policy, "groups": groups,
               "workload": workload.spec if workload is not None else None}
     sc = spark.sparkContext
     failing = sc.accumulator(0)

@@ -40,13 +40,13 @@ class WasteCheck:
         # (sender, receiver) -> the last ack sent: (epoch, seq)
         self._acked: dict[tuple[str, str], tuple[int, int]] = {}
 
-    def frame(self, now_s: float, src: str, sender: Any, msg: Any) -> None:
-        """A frame ``src`` (its node: ``sender``) sends."""
+    def frame(self, now_s: float, src: str, sender: Any, msg: Any, group: int = 0) -> None:
+        """A frame of ``group`` that ``src`` (its node: ``sender``) sends."""
         epoch = getattr(msg, "epoch", None)
         if epoch is None:
             return
         self.frames_checked += 1
-        view_epoch = sender.core.groups[0].replication.epoch
+        view_epoch = sender.core.groups[group].replication.epoch
         if type(msg) is Ack:
             self._acked[(src, msg.epoch)] = msg.seq if (prev := self._acked.get((src, msg.epoch))) is None \
                 else max(prev, msg.seq)

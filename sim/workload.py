@@ -59,10 +59,18 @@ class StandardWorkload:
         self.mix = scenario.mix
         self.groups = scenario.fifo_groups
         self.std_tags = {POLICY_TAG: scenario.queue_policy} if scenario.queue_policy else {}
+        # With replication groups, a standard queue more for each group past the second: queues
+        # are placed in the least-loaded group as they are created, so every group holds one.
+        self.std = (STD,) + tuple(f"{STD}-{g}" for g in range(2, scenario.groups))
 
     def queues(self) -> list[CreateQueue]:
         return [CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}, self.std_tags),
-                CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)})]
+                CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)})] + \
+            [CreateQueue(NS, q, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}, self.std_tags) for q in self.std[1:]]
+
+    def _std(self, client: "Client") -> str:
+        # one group: no draw, as a run without groups always drew
+        return STD if len(self.std) == 1 else client.rng.choice(self.std)
 
     def draw(self, client: "Client") -> tuple[str, dict[str, Any]]:
         rng = client.rng
@@ -71,15 +79,15 @@ class StandardWorkload:
         if kind in ("delete", "change_visibility") and not client.held:
             kind = "receive" if rng.random() < 0.5 else "receive_fifo"
         if kind == "send":
-            return "send", {"queue": STD}
+            return "send", {"queue": self._std(client)}
         if kind == "send_fifo":
             return "send", {"queue": FIFO, "group": f"g{rng.randrange(self.groups)}"}
         if kind == "send_batch":
             if rng.random() < 0.5:
-                return "send_batch", {"queue": STD, "count": rng.randint(1, 10)}
+                return "send_batch", {"queue": self._std(client), "count": rng.randint(1, 10)}
             return "send_batch", {"queue": FIFO, "count": rng.randint(1, 10), "group": f"g{rng.randrange(self.groups)}"}
         if kind in ("receive", "receive_fifo"):
-            return "receive", {"queue": FIFO if kind == "receive_fifo" else STD,
+            return "receive", {"queue": FIFO if kind == "receive_fifo" else self._std(client),
                                "max": rng.choice((1, 1, 2, 5, 10)), "vt": rng.choice((None, None, 1, 2, 10))}
         held = client.held
         h = held.pop(0) if rng.random() < 0.7 else held.pop(rng.randrange(len(held)))

@@ -29,6 +29,7 @@ own, built here and reached through the world:
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import random
 import time
@@ -187,7 +188,11 @@ class World:
         elif ev == "activated":
             self.rare.gc.activated(r.node)
         elif ev == "throttle" and not r.fields["on"]:
-            self.flow.released(r.node, r.ts, counted(self.nodes[r.node], self.now_s))
+            if "group" in r.fields:
+                g = r.fields["group"]
+                self.flow.released(f"{r.node}/g{g}", r.ts, counted(self.nodes[r.node], self.now_s, g))
+            else:
+                self.flow.released(r.node, r.ts, counted(self.nodes[r.node], self.now_s))
         elif ev in REACH_EVENTS:
             self.reach.observe(r)
             if ev == "transfer_started":
@@ -275,12 +280,17 @@ class World:
         return {q.name: q.tags[POLICY_TAG] for q in self.workload.queues()
                 if q.name is not None and q.tags.get(POLICY_TAG) in POLICIES}
 
-    def master(self) -> SimNode | None:
-        """The god view: the node that is active and serving now, without touching its state."""
+    def master(self, group: int = 0) -> SimNode | None:
+        """The god view: the node that is active and serving ``group`` now, without touching its
+        state."""
         now_s = self.now_s
-        found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].frozen
-                 and self.nodes[n].core.membership.evaluate(now_s)[0]
-                 and self.nodes[n].core.groups[0].replication.serving]
+        if self.sc.groups > 1:
+            found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].frozen
+                     and self.nodes[n].core.groups[group].serving_now(now_s)]
+        else:
+            found = [n for n in self.names if n in self.nodes and self.nodes[n].alive and not self.nodes[n].frozen
+                     and self.nodes[n].core.membership.evaluate(now_s)[0]
+                     and self.nodes[n].core.groups[0].replication.serving]
         return self.nodes[found[0]] if len(found) == 1 else None
 
     # --- clients --------------------------------------------------------------------------------
@@ -334,8 +344,13 @@ class World:
         if started is not None and (self.now - max(started, self.drain_progress_us) > DRAIN_MAX_US
                                     or self.now - started > DRAIN_CAP_US):
             return True
-        m = self.master()
-        return empty_rounds >= 2 and m is not None and m.core.groups[0].storage.message_count() == 0
+        if empty_rounds < 2:
+            return False
+        for g in range(self.sc.groups):
+            m = self.master(g)
+            if m is None or m.core.groups[g].storage.message_count() != 0:
+                return False
+        return True
 
     def drain_done(self) -> None:
         self.settle_started_us = self.now
@@ -350,20 +365,23 @@ class World:
                     continue
                 view = node.core.view
                 rc = node.core.groups[0].replication
-                self.record(DigestRecord(self.now_s, n, rc.storage.digest(), rc.master,
+                self.record(DigestRecord(self.now_s, n, node_digest(node), rc.master,
                                          view.view_id if view is not None else None))
             self.finished = True
             return
         self.at(self.now + 100_000, self._settle)
 
     def members_converged(self) -> bool:
-        """Every member a replica of the serving master, in its view, holding its last entry (the
-        same seq written in the same epoch: a member outside the view may hold a divergent tail
-        that ends at the same seq) and having acked it."""
-        m = self.master()
-        if m is None or m.core.groups[0].replication.senders:
+        """For every group: every member a replica of the group's serving master, in its view,
+        holding its last entry (the same seq written in the same epoch: a member outside the view
+        may hold a divergent tail that ends at the same seq) and having acked it."""
+        return all(self.group_converged(g) for g in range(self.sc.groups))
+
+    def group_converged(self, g: int) -> bool:
+        m = self.master(g)
+        if m is None or m.core.groups[g].replication.senders:
             return False
-        log = m.core.groups[0].replication.log
+        log = m.core.groups[g].replication.log
         last = log.last_seq
         for n in self.names:
             node = self.nodes.get(n)
@@ -371,11 +389,11 @@ class World:
                 return False
             if node is m:
                 continue
-            c = node.core.groups[0].replication
+            c = node.core.groups[g].replication
             if c.role != REPLICA or c.master != m.name or c.log.last_seq != last or c.receiver is not None \
                     or c.log.last_epoch != log.last_epoch:
                 return False
-        replicas = m.core.groups[0].replication.master_core.status(self.now_ms)["replicas"]
+        replicas = m.core.groups[g].replication.master_core.status(self.now_ms)["replicas"]
         return len(replicas) == len(self.names) - 1 and all(r["acked_seq"] == last for r in replicas.values())
 
     # --- what faults do to nodes (the nemesis and the rare paths decide when) -------------------
@@ -417,6 +435,15 @@ class World:
         self.nemesis.note(name, "resume")
         if node is not None and node.alive:
             node.resume()
+
+
+def node_digest(node: SimNode) -> str:
+    """A node's state digest: its storage's, or with several groups one over every group's (each
+    member holds every group)."""
+    groups = node.core.groups
+    if len(groups) == 1:
+        return groups[0].storage.digest()
+    return hashlib.sha256("".join(g.storage.digest() for g in groups).encode()).hexdigest()[:32]
 
 
 def _deliver_request(node: SimNode, req: Request) -> None:

@@ -17,7 +17,7 @@ from sim.provenance import ProvenanceCheck
 
 
 def _node(log: ReplicationLog) -> SimpleNamespace:
-    return SimpleNamespace(core=SimpleNamespace(groups=[SimpleNamespace(replication=SimpleNamespace(log=log))]))
+    return SimpleNamespace(core=SimpleNamespace(groups=[SimpleNamespace(index=0, replication=SimpleNamespace(log=log))]))
 
 
 def test_an_entry_relabelled_with_a_newer_epoch_or_other_mutations_fails_and_a_faithful_copy_passes():
