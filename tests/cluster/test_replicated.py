@@ -374,13 +374,17 @@ def _frames_sent(node: ReplicatedStorage, fail: type | None = None) -> list[tupl
     return frames
 
 
+async def _n2_forwards_to_n1(c: Nodes) -> None:
+    await serving(c, "n1")
+    await eventually(lambda: type(c["n2"].route()) is ForwardTo, what="n2 forwarding")
+
+
 @run
 async def test_the_requests_of_a_turn_are_forwarded_and_answered_in_one_frame_each_way():
     c = Nodes()
     await c.start()
     try:
-        await serving(c, "n1")
-        await eventually(lambda: type(c["n2"].route()) is ForwardTo, what="n2 forwarding")
+        await _n2_forwards_to_n1(c)
         served: list[bytes] = []
 
         def serve(payload: bytes, reply: Any) -> None:
@@ -411,8 +415,7 @@ async def test_a_batch_the_runtime_could_not_queue_fails_each_request_at_once_as
     c = Nodes()
     await c.start()
     try:
-        await serving(c, "n1")
-        await eventually(lambda: type(c["n2"].route()) is ForwardTo, what="n2 forwarding")
+        await _n2_forwards_to_n1(c)
         c["n1"]._serve_forwarded = lambda payload, reply: reply(payload)
         await asyncio.wait_for(_forward(c["n2"], b"learn"), 5)   # n2 learns that n1 reads batches
         _frames_sent(c["n2"], fail=ForwardBatch)
