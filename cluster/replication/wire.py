@@ -26,9 +26,9 @@ Layout of one ZeroMQ message::
 
 Cost. A batch and its acks cross the wire for every group commit, so those two frames (and the
 heartbeat, and the frames of forwarded requests) are packed and checked by code written for them
-(``_FAST``) rather than by the generic schema walk, and each MAC starts from a copy of an HMAC already keyed and fed the
-authenticated prefix of its link (one per recipient): 2-3.5 µs per batch or ack frame instead
-of 5-6 (this machine, noisy). The bytes are the same either way.
+(``_FAST``) rather than by the generic schema walk, and each MAC starts from a copy of an HMAC
+already keyed and fed the authenticated prefix of its link (one per recipient): 2-3.5 µs per
+batch or ack frame instead of 5-6 (this machine, noisy). The bytes are the same either way.
 
 Tags are positions in ``messages.FRAME_TYPES`` (append-only there), so new frame types need no
 change here: a frame is any frozen dataclass whose fields are int / str / bytes / bool / None,
