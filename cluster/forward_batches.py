@@ -33,7 +33,7 @@ class ForwardBatcher:
         self.readers: set[str] = set()       # peers known to read ForwardBatch and ForwardReplies
         self._requests: dict[str, list[tuple[int, bytes]]] = {}   # peer -> this turn's forwards
         self._answers: dict[str, list[tuple[int, bytes]]] = {}    # peer -> this turn's replies
-        self._tell: set[str] = set()          # peers that forwarded plain frames to us this turn
+        self._tell: dict[str, None] = {}      # peers that forwarded plain frames to us this turn, in order
 
     @property
     def pending(self) -> bool:
@@ -60,7 +60,7 @@ class ForwardBatcher:
             self.readers.add(sender)
             return []
         if t is Forward and sender not in self.readers:
-            self._tell.add(sender)
+            self._tell[sender] = None
         return [frame]
 
     def take(self, waiting: Callable[[int], bool]) -> list[tuple[str, Any, tuple[int, ...]]]:
