@@ -2,10 +2,11 @@
 
 The node core forwards each client request as its own ``Forward`` and a master answers each
 with its own ``ForwardReply`` (cluster/forwards.py, cluster/node_core.py). Sent one by one,
-each pays a MAC, a ZeroMQ send (with its CURVE box) and a wake-up of the receiving loop. Per
-turn, the master's extra CPU per forwarded send is 1.5-3 µs rather than 19-20, the forwarder's
-39-41 µs rather than 53-55 (bench/forward_bench.py, 2 cores). The runtime (cluster/replicated.py) hands those
-frames to a ``ForwardBatcher`` instead and, at the end of the turn that produced them, sends
+each pays a MAC, a ZeroMQ send (with its CURVE box) and a wake-up of the receiving loop.
+Sent per turn, the master's extra CPU per forwarded send is 1.5-4 µs rather than 19-28, the
+forwarder's 39-41 µs rather than 53-62 (bench/forward_bench.py, 2 cores, four runs each). So
+the runtime (cluster/replicated.py) hands those frames to a ``ForwardBatcher`` instead and, at
+the end of the turn that produced them, sends
 what ``take`` returns: for each peer one ``ForwardBatch`` of the turn's requests and one
 ``ForwardReplies`` of its answers. A received batch is unpacked (``received``) into the
 ``Forward`` and ``ForwardReply`` frames it stands for, which the core reads as always, so every
