@@ -15,7 +15,8 @@ run in turns: once against the master's endpoint (``direct``), once against a re
 measured window, per acknowledged send. The forwarder is the replica the forwarded runs are
 sent to; ``f`` is its CPU per send when it forwards minus its CPU per send when the same load
 goes to the master (where it only applies the stream), taken within each round, and the median
-of the rounds is reported with each round. The suite ends with bench/queue_key_bench.py: what
+of the rounds is reported with each round; the master's extra is the same difference for the
+master (its load arriving forwarded rather than over HTTP). The suite ends with bench/queue_key_bench.py: what
 reading a request's queue before the full parse costs, against that parse.
 
     python -m bench --only forward [--quick]
@@ -198,6 +199,8 @@ def report(runs: list[dict], machine: dict, env: dict, sizes: Sizes, log=print) 
             for k in ("loop", "zmq", "other")},
         "forwarder_cpu_forwarded_over_direct": within(lambda a, b: cpu(a, "forwarder") / cpu(b, "forwarder")),
         "master_cpu_forwarded_over_direct": within(lambda a, b: cpu(a, "master") / cpu(b, "master")),
+        # the master's added CPU per send when its load arrives forwarded rather than over HTTP
+        "master_extra_us": within(lambda a, b: cpu(a, "master") - cpu(b, "master")),
         "forward_cost_over_master_cpu": within(
             lambda a, b: (cpu(a, "forwarder") - cpu(b, "forwarder")) / cpu(b, "master")),
         "throughput_forwarded_over_direct": within(lambda a, b: a["msgs_per_s"] / b["msgs_per_s"]),
@@ -211,7 +214,8 @@ def report(runs: list[dict], machine: dict, env: dict, sizes: Sizes, log=print) 
     log(f"  against the other replica of the same run: {g['median']:.1f} µs; by thread: "
         + ", ".join(f"{k} {v['median']:.1f}" for k, v in th.items()))
     log(f"  forwarder CPU forwarded / direct {ratios['forwarder_cpu_forwarded_over_direct']['median']:.2f}x, "
-        f"master {ratios['master_cpu_forwarded_over_direct']['median']:.2f}x, "
+        f"master {ratios['master_cpu_forwarded_over_direct']['median']:.2f}x "
+        f"({ratios['master_extra_us']['median']:+.1f} µs per send), "
         f"throughput {ratios['throughput_forwarded_over_direct']['median']:.2f}x")
     return {"benchmark": "forward", "machine": machine, "environment": env,
             "config": {"duration_s": sizes.duration, "rounds": sizes.rounds, "connections": CONNECTIONS,

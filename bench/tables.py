@@ -254,7 +254,8 @@ def forward(results: Results) -> str:
         f"against the other replica of the same run. By thread: event loop {us(th['loop']['median'])}, "
         f"libzmq {us(th['zmq']['median'])}, other {us(th['other']['median'])} µs; its loop slept "
         f"{r['forwarded']['forwarder_loop_sleeps_per_send_median']} times per send. The master spent "
-        f"{w['master_cpu_forwarded_over_direct']['median']:.2f}x its direct CPU per send. Goal: f <= "
+        f"{w['master_cpu_forwarded_over_direct']['median']:.2f}x its direct CPU per send, "
+        f"{ratio_rounds(w['master_extra_us'], us, ' µs')} more. Goal: f <= "
         f"{e['goal']['forward_cost_us_at_most']:g} µs: {verdict(e['goal']['met'])}. `queue_key_of` "
         f"(elasticmq_py/protocol/queue_key.py), µs per request, the endpoint's full parse in brackets: {keys}.",
         source(results, "forward", f"{cfg['rounds']} rounds of {cfg['duration_s']:g} s; {loads(e['environment'])}"))

@@ -33,6 +33,10 @@ class Forwards:
         self._waiting[rid] = (token, master, now)
         return Send(master, Forward(rid, payload))
 
+    def waiting_for(self, request_id: int) -> bool:
+        """Whether request ``request_id`` still waits for its answer: nothing answered or failed it."""
+        return request_id in self._waiting
+
     def answered(self, sender: str, reply: ForwardReply, out: list[Action]) -> None:
         """The stream brought ``reply`` from ``sender``: only the master a request went to answers it."""
         entry = self._waiting.get(reply.request_id)

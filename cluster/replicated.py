@@ -15,7 +15,8 @@ carries out what the core asks of Raft. Nothing here is thread-safe: call it fro
 * ``route()`` is the core's gating; ``forward(payload, done)`` hands a client request to the
   master over the stream, ``done(answer_payload, None)`` or ``done(None, ForwardFailed)``.
   Requests other members forward to us go to ``serve_forwarded`` (given to ``start``), whose
-  ``reply`` callable sends the answer back.
+  ``reply`` callable sends the answer back. Both directions leave at the end of the turn, one
+  frame per peer for all of the turn's requests or answers (cluster/forward_batches.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from storage.limits import STRICT, Limits as StorageLimits
 from cluster.compaction import Snapshot
 from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing
+from cluster.forward_batches import ForwardBatcher
 from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
 from cluster.node_actions import (
@@ -44,13 +46,15 @@ from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal
 from cluster.replication.core import StorageReplaced
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Rejected, Send
+from cluster.replication.messages import AckPolicy, Forward, ForwardBatch, ForwardReplies, ForwardReply, Rejected, Send
 from cluster.replication.transport import StreamTransport, _RateLimitedLog
 from cluster.membership import Record
 from cluster.runtime import MembershipNode, RaftStats
 from cluster.status import NodeStatus, node_status
 
 log = logging.getLogger("cluster.replicated")
+
+_FORWARDING = frozenset((Forward, ForwardReply, ForwardBatch, ForwardReplies))
 
 
 class ForwardError(RuntimeError):
@@ -119,6 +123,9 @@ class ReplicatedStorage:
         self._flush_at_end = False
         self._in_persisted = False
         self.forwarding = ForwardCounts()
+        # forwards and their answers leave at the end of the turn, one frame per peer
+        self._forward_batches = ForwardBatcher()
+        self._forward_flush_due = False
         self.last_raft_stats: RaftStats | None = None
         self._serve_forwarded: Callable[[Any, Callable[[Any], None]], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -176,6 +183,7 @@ class ReplicatedStorage:
             except (asyncio.CancelledError, Exception):
                 pass
         self._act(self.core.flush(self._now()))
+        self._flush_forwards()
         await self.stream.close()
         # destroy_synchronous joins pysyncobj's thread: keep the loop free meanwhile
         await asyncio.get_running_loop().run_in_executor(None, self.membership.stop)
@@ -282,7 +290,36 @@ class ReplicatedStorage:
     # -- internals -------------------------------------------------------------------------------
 
     def _on_frame(self, sender: str, frame: Any) -> None:
-        self._act(self.core.frame(sender, frame, self._now()))
+        if type(frame) in _FORWARDING:
+            self._forwarding_frame(sender, frame)
+        else:
+            self._act(self.core.frame(sender, frame, self._now()))
+
+    def _forwarding_frame(self, sender: str, frame: Any) -> None:
+        """A frame of forwarded requests or answers: the core reads the ones it stands for."""
+        batches, core, now = self._forward_batches, self.core, self._now()
+        actions: list[Any] = []
+        for f in batches.received(sender, frame):
+            actions += core.frame(sender, f, now)
+        if batches.pending:
+            self._forwards_at_turn_end()
+        if actions:
+            self._act(actions)
+
+    def _forwards_at_turn_end(self) -> None:
+        if not self._forward_flush_due:
+            self._forward_flush_due = True
+            self._loop.call_soon(self._flush_forwards)
+
+    def _flush_forwards(self) -> None:
+        """The end of a turn: what was forwarded and answered in it leaves, a frame per peer."""
+        self._forward_flush_due = False
+        unsent: list[int] = []
+        for to, frame, ids in self._forward_batches.take(self.core.forwards.waiting_for):
+            if not self.stream.send(to, frame):
+                unsent += ids
+        for rid in unsent:
+            self._act(self.core.forward_unsent(rid))
 
     def _persisted(self, token: int) -> None:
         # the acks the journal held back leave at the end of its report, as at a drain's end
@@ -347,8 +384,11 @@ class ReplicatedStorage:
     def _do(self, a: Any) -> None:
         t = type(a)
         if t is Send:
-            if not self.stream.send(a.to, a.frame) and type(a.frame) is Forward:
-                self._act(self.core.forward_unsent(a.frame.request_id))
+            if type(a.frame) is Forward:
+                self._forward_batches.forward(a.to, a.frame)
+                self._forwards_at_turn_end()
+            else:
+                self.stream.send(a.to, a.frame)
         elif t is FlushDue and a.at is not None:
             self._loop.call_later(max(0.0, a.at - self._now()), self._flush)
         elif t is FlushDue:
@@ -398,7 +438,11 @@ class ReplicatedStorage:
             return
         self.forwarding.served_for_others += 1
         sender, rid = a.sender, a.request_id
-        self._serve_forwarded(a.payload, lambda answer: self.stream.send(sender, ForwardReply(rid, answer)))
+        self._serve_forwarded(a.payload, lambda answer: self._answer_forwarded(sender, rid, answer))
+
+    def _answer_forwarded(self, to: str, request_id: int, payload: bytes) -> None:
+        self._forward_batches.reply(to, request_id, payload)
+        self._forwards_at_turn_end()
 
     def _record(self, r: Record) -> None:
         if self.history is None:

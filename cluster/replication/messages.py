@@ -164,6 +164,31 @@ class ForwardReply:
 
 
 @dataclass(frozen=True, slots=True)
+class ForwardBatch:
+    """Member -> master: the client requests this member forwarded to the master within one turn
+    of its loop, ``(request_id, payload)`` each, in the order they were forwarded. One frame for
+    all of them, so the MAC, the ZeroMQ send and the master's wake-up are paid once per turn;
+    the master serves each item as the ``Forward`` it stands for. Sent only to a master that
+    reads it (``ForwardReply`` with ``request_id`` ``BATCHES_READ``)."""
+
+    items: tuple[tuple[int, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardReplies:
+    """Master -> member: the answers of one turn to ``ForwardBatch`` items of that member,
+    ``(request_id, payload)`` each: each item is the ``ForwardReply`` it stands for."""
+
+    items: tuple[tuple[int, bytes], ...]
+
+
+# A ForwardReply with this request id answers no request (a member numbers its forwards from 1):
+# it tells the member that its sender reads ForwardBatch and ForwardReplies. A build that
+# predates those frames drops it as an answer to a request it never sent.
+BATCHES_READ = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Place:
     """Member -> Raft leader: commit a placement of the queue ``key`` (region, account, name)
     in the directory (cluster/directory.py), which a CreateQueue of a new name waits for. Only
@@ -200,14 +225,14 @@ class Released:
 
 
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
-         | SnapshotAck | TransferRequest | Forward | ForwardReply | Place | GroupBeat | GroupBeatAck
-         | Released)
+         | SnapshotAck | TransferRequest | Forward | ForwardReply | Place | ForwardBatch | ForwardReplies
+         | GroupBeat | GroupBeatAck | Released)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
 FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
                                  SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place,
-                                 GroupBeat, GroupBeatAck, Released)
+                                 ForwardBatch, ForwardReplies, GroupBeat, GroupBeatAck, Released)
 
 
 # --- actions --------------------------------------------------------------------------------

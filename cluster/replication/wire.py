@@ -25,10 +25,10 @@ Layout of one ZeroMQ message::
   msgpack never sees unauthenticated input, and nothing is ever unpickled.
 
 Cost. A batch and its acks cross the wire for every group commit, so those two frames (and the
-heartbeat) are packed and checked by code written for them (``_FAST``) rather than by the
-generic schema walk, and each MAC starts from a copy of an HMAC already keyed and fed the
-authenticated prefix of its link (one per recipient): 2-3.5 µs per batch or ack frame instead
-of 5-6 (this machine, noisy). The bytes are the same either way.
+heartbeat, and the frames of forwarded requests) are packed and checked by code written for them
+(``_FAST``) rather than by the generic schema walk, and each MAC starts from a copy of an HMAC
+already keyed and fed the authenticated prefix of its link (one per recipient): 2-3.5 µs per
+batch or ack frame instead of 5-6 (this machine, noisy). The bytes are the same either way.
 
 Tags are positions in ``messages.FRAME_TYPES`` (append-only there), so new frame types need no
 change here: a frame is any frozen dataclass whose fields are int / str / bytes / bool / None,
@@ -263,13 +263,17 @@ class WireCodec:
         self._own_mac = self._keyed(self_name)
         self._head = MAGIC + self._name_field
         self._pack = msgpack.Packer(use_bin_type=True).pack
-        fast = {messages.Batch: _FAST_BATCH, messages.Ack: _FAST_ACK, Heartbeat: _FAST_HEARTBEAT}
+        fast = {messages.Batch: _FAST_BATCH, messages.Ack: _FAST_ACK, Heartbeat: _FAST_HEARTBEAT,
+                **{cls: _fast_forward(cls, 1) for cls in _FORWARD_ONE},
+                **{cls: _fast_forwards(cls, 1) for cls in _FORWARD_MANY}}
         self._fast_decode = {self._tags[cls]: check for cls, check in fast.items() if cls in self._tags}
         # The same frame is sent to every replica in turn: pack it once.
         self._last_frame: Any = None
         self._last_head: bytes = b""
         self._bundle_head = BUNDLE_MAGIC + self._name_field + bytes((groups,))
-        items = {messages.Batch: _ITEM_BATCH, messages.Ack: _ITEM_ACK, Heartbeat: _ITEM_HEARTBEAT}
+        items = {messages.Batch: _ITEM_BATCH, messages.Ack: _ITEM_ACK, Heartbeat: _ITEM_HEARTBEAT,
+                 **{cls: _fast_forward(cls, 2) for cls in _FORWARD_ONE},
+                 **{cls: _fast_forwards(cls, 2) for cls in _FORWARD_MANY}}
         self._item_decode = {self._tags[cls]: check for cls, check in items.items() if cls in self._tags}
         if groups > 1:
             # A node of G >= 2 sends and reads bundles only. Its EM1 entry points are swapped for
@@ -286,6 +290,10 @@ class WireCodec:
                 payload = self._pack((tag, frame.epoch, frame.seq, frame.written_epoch, frame.mutations))
             elif t is messages.Ack:
                 payload = self._pack((tag, frame.epoch, frame.seq))
+            elif t in _FORWARD_ONE:
+                payload = self._pack((tag, frame.request_id, frame.payload))
+            elif t in _FORWARD_MANY:
+                payload = self._pack((tag, frame.items))
             else:
                 payload = self._pack([tag, *self._by_tag[tag].to_wire(frame)])
             self._last_frame, self._last_head = frame, self._head + payload
@@ -369,6 +377,10 @@ class WireCodec:
                 body.append((g, tag, frame.epoch, frame.seq))
             elif t is Heartbeat and g:
                 raise ValueError("a Heartbeat is link-level: it travels as an item of group 0")
+            elif t in _FORWARD_ONE:
+                body.append((g, tag, frame.request_id, frame.payload))
+            elif t in _FORWARD_MANY:
+                body.append((g, tag, frame.items))
             else:
                 body.append([g, tag, *self._by_tag[tag].to_wire(frame)])
         head = self._bundle_head + self._pack(body)
@@ -519,6 +531,39 @@ def _ITEM_HEARTBEAT(v: tuple) -> Any:
     if len(v) == 4 and v[0] == 0 and type(v[2]) is int and type(v[3]) is bool:
         return Heartbeat(v[2], v[3])
     return None
+
+
+# Forwarded client requests and their answers: a forwarding member sends one frame per turn to
+# the master and gets one back (cluster/forward_batches.py), so these too are on every request's path.
+_FORWARD_ONE = (messages.Forward, messages.ForwardReply)          # (request_id, payload)
+_FORWARD_MANY = (messages.ForwardBatch, messages.ForwardReplies)  # items: ((request_id, payload), ...)
+
+
+def _fast_forward(cls: type, at: int) -> Callable[[tuple], Any]:
+    """The check of a ``cls`` (fields ``request_id``, ``payload``) whose fields start at ``v[at]``:
+    1 in an EM1 frame, 2 in a bundle's item."""
+    n = at + 2
+
+    def check(v: tuple) -> Any:
+        if len(v) == n and type(v[at]) is int and type(v[at + 1]) is bytes:
+            return cls(v[at], v[at + 1])
+        return None
+    return check
+
+
+def _fast_forwards(cls: type, at: int) -> Callable[[tuple], Any]:
+    """The check of a ``cls`` whose one field, ``items``, is ``v[at]``: pairs of an int and bytes."""
+    n = at + 1
+
+    def check(v: tuple) -> Any:
+        if len(v) != n or type(v[at]) is not tuple:
+            return None
+        items = v[at]
+        for item in items:
+            if type(item) is not tuple or len(item) != 2 or type(item[0]) is not int or type(item[1]) is not bytes:
+                return None
+        return cls(items)
+    return check
 
 
 def _sender(head: bytes, at: int, after: int) -> tuple[str, int]:

@@ -15,8 +15,8 @@ from storage.commands import SendMessageBatchEntry as Entry
 from cluster.errors import MasterChanged, NotServing, OutcomeUnknown
 from cluster.node_actions import FlushDue, ForwardTo, Local, Refuse
 from cluster.queue_policies import POLICY_TAG
-from cluster.replicated import ReplicatedStorage
-from cluster.replication.messages import Ack
+from cluster.replicated import ForwardError, ReplicatedStorage
+from cluster.replication.messages import Ack, Forward, ForwardBatch, ForwardReplies, ForwardReply
 
 from tests.cluster.scripted_raft import NAMES, LinkAddrs, Nodes, eventually, run
 from tests.storage.workload import assert_same_state
@@ -350,6 +350,80 @@ async def test_a_flush_asked_for_at_a_time_runs_then_and_not_before():
         assert ran == [], "not before its time"
         await eventually(lambda: bool(ran), what="the timed flush")
         assert ran[0] >= at - 0.002 and len(ran) == 1
+    finally:
+        await c.stop()
+
+
+def _forward(node: ReplicatedStorage, payload: bytes) -> "asyncio.Future[Any]":
+    fut = asyncio.get_running_loop().create_future()
+    node.forward(payload, lambda answer, err: fut.set_exception(err) if err is not None else fut.set_result(answer))
+    return fut
+
+
+def _frames_sent(node: ReplicatedStorage, fail: type | None = None) -> list[tuple[str, Any]]:
+    """(recipient, frame) of each frame of forwarding ``node`` sends from now on; ``fail``: the
+    frame type whose sends fail, as a full or closed link's do."""
+    frames: list[tuple[str, Any]] = []
+    sent = node.stream.send
+
+    def watch(to: str, frame: Any) -> bool:
+        if type(frame) in (Forward, ForwardReply, ForwardBatch, ForwardReplies):
+            frames.append((to, frame))
+        return type(frame) is not fail and sent(to, frame)
+    node.stream.send = watch      # type: ignore[method-assign]
+    return frames
+
+
+async def _n2_forwards_to_n1(c: Nodes) -> None:
+    await serving(c, "n1")
+    await eventually(lambda: type(c["n2"].route()) is ForwardTo, what="n2 forwarding")
+
+
+@run
+async def test_the_requests_of_a_turn_are_forwarded_and_answered_in_one_frame_each_way():
+    c = Nodes()
+    await c.start()
+    try:
+        await _n2_forwards_to_n1(c)
+        served: list[bytes] = []
+
+        def serve(payload: bytes, reply: Any) -> None:
+            served.append(payload)
+            reply(b"answer to " + payload)
+        c["n1"]._serve_forwarded = serve
+        out, back = _frames_sent(c["n2"]), _frames_sent(c["n1"])
+        # n2 cannot know yet that n1 reads batches (an older build would not): single frames,
+        # and n1 says it does
+        first = [_forward(c["n2"], b"a"), _forward(c["n2"], b"b")]
+        assert await asyncio.wait_for(asyncio.gather(*first), 5) == [b"answer to a", b"answer to b"]
+        assert [type(f) for _, f in out] == [Forward, Forward]
+        assert {type(f) for _, f in back} == {ForwardReply} and back[0][1].request_id == 0
+        out.clear()
+        back.clear()
+        payloads = [b"r%d" % i for i in range(20)]
+        answers = await asyncio.wait_for(asyncio.gather(*(_forward(c["n2"], p) for p in payloads)), 5)
+        assert answers == [b"answer to " + p for p in payloads]
+        assert [(to, type(f)) for to, f in out] == [("n1", ForwardBatch)] and len(out[0][1].items) == 20
+        assert [(to, type(f)) for to, f in back] == [("n2", ForwardReplies)] and len(back[0][1].items) == 20
+        assert served == [b"a", b"b", *payloads], "each request served once, in the order forwarded"
+    finally:
+        await c.stop()
+
+
+@run
+async def test_a_batch_the_runtime_could_not_queue_fails_each_request_at_once_as_never_sent():
+    c = Nodes()
+    await c.start()
+    try:
+        await _n2_forwards_to_n1(c)
+        c["n1"]._serve_forwarded = lambda payload, reply: reply(payload)
+        await asyncio.wait_for(_forward(c["n2"], b"learn"), 5)   # n2 learns that n1 reads batches
+        _frames_sent(c["n2"], fail=ForwardBatch)
+        futs = [_forward(c["n2"], b"x%d" % i) for i in range(3)]
+        done = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), 5)
+        assert all(type(e) is ForwardError and not e.sent and str(e) == "no connection to the master n1"
+                   for e in done), done
+        assert c["n2"].core.forwards_in_flight() == 0
     finally:
         await c.stop()
 

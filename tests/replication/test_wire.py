@@ -213,11 +213,17 @@ def test_unregistered_types_cannot_be_sent():
         WireCodec("c", "s", "n1").encode(messages.Complete((1,)), "n2")
 
 
+FORWARDING = [messages.Forward(1, b"x" * 10), messages.ForwardReply(2**40, b""),
+              messages.ForwardBatch(((1, b"a"), (2**63 - 1, b""))), messages.ForwardBatch(()),
+              messages.ForwardReplies(((3, b"z" * 300),))]
+
+
 @pytest.mark.parametrize("frame", [Batch(3, 2**40, 2, b"\x00m" * 50), Batch(-1, 0, 0, b""), Ack(7, 2**63 - 1),
-                                   Ack(0, -5), Heartbeat(2**61, True), Heartbeat(1, False)])
+                                   Ack(0, -5), Heartbeat(2**61, True), Heartbeat(1, False), *FORWARDING])
 def test_the_hot_frames_keep_the_documented_layout(frame):
-    """Batch, Ack and Heartbeat are packed and checked by their own code (cost): the bytes are
-    the module docstring's, computed here from the generic schema and a fresh HMAC."""
+    """Batch, Ack, Heartbeat and the frames of forwarded requests are packed and checked by
+    their own code (cost): the bytes are the module docstring's, computed here from the generic
+    schema and a fresh HMAC."""
     import hashlib
     import hmac
 
@@ -239,6 +245,11 @@ GOLDEN_EM1 = [
      "454d31026e31930107cd303991368126d38afef6bcab08e8b7c4894a7ac22766521191474a7dea54610e41cb"),
     (Heartbeat(2**61 + 5, True),
      "454d31026e3193ffcf2000000000000005c358ce84e420e5064eb941bf9fd372e0fd38a66894f2398ecd77fcbb3482f8bd12"),
+    # what a member forwards to a master of a build without the batch frames, and its answer
+    (messages.Forward(5, b"req"),
+     "454d31026e31930a05c4037265711d76a65e551da7ae29e723d52d36f91819758b8388d35f977bdf13430b2f3391"),
+    (messages.ForwardReply(2**40, b"answer"),
+     "454d31026e31930bcf0000010000000000c406616e73776572448ca3034afe1e8d68df87122659c3e48a43512c656a6ca98d63a7f2a55aa9e5"),
 ]
 
 
@@ -257,6 +268,40 @@ def test_every_bundle_round_trips(g_items, sender, recipient):
     tx, rx = group_pair(groups, sender, recipient)
     assert rx.decode_bundle(tx.encode_bundle(items, recipient)) == (sender, items)
     assert rx.decode_bundle(tx.encode_bundle(list(items), recipient)) == (sender, items)
+
+
+@pytest.mark.parametrize("frame", FORWARDING)
+def test_forwarding_items_of_a_bundle_keep_the_generic_layout(frame):
+    """Their items are packed and checked by their own code too: the same bytes as the schema's."""
+    from cluster.replication.wire import _schema
+
+    items = ((2, frame), (0, Ack(1, 2)))
+    body = [[g, FRAME_TYPES.index(type(f)), *_schema(type(f)).to_wire(f)] for g, f in items]
+    tx, rx = group_pair()
+    wire = tx.encode_bundle(items, "n2")
+    assert wire == _sign_bundle(tx, msgpack.packb(body, use_bin_type=True))
+    assert rx.decode_bundle(wire) == ("n1", items)
+
+
+_FORWARD, _BATCH = FRAME_TYPES.index(messages.Forward), FRAME_TYPES.index(messages.ForwardBatch)
+
+
+@pytest.mark.parametrize("fields", [
+    [_FORWARD, 1], [_FORWARD, 1, b"x", 2], [_FORWARD, True, b"x"], [_FORWARD, 1, "not bytes"],
+    [_BATCH], [_BATCH, [[1, b"x"]], 2], [_BATCH, [[1]]], [_BATCH, [[1, b"x", 3]]], [_BATCH, [[True, b"x"]]],
+    [_BATCH, [[1, "x"]]], [_BATCH, [1, b"x"]], [_BATCH, {"a": 1}], [_BATCH, [[1, b"x"], [2, None]]],
+], ids=str)
+def test_malformed_forwarding_frames_are_refused_as_their_schema_refuses_them(fields):
+    payload = msgpack.packb(fields, use_bin_type=True)
+    tx, rx = pair()
+    as_read = msgpack.unpackb(payload, raw=False, use_list=False)
+    with pytest.raises(WireError):
+        rx._generic(as_read[0], as_read[1:])
+    with pytest.raises(WireError):
+        rx.decode(_sign(tx, payload))
+    gtx, grx = group_pair()
+    with pytest.raises(WireError):
+        grx.decode_bundle(_sign_bundle(gtx, msgpack.packb([[1, *fields]], use_bin_type=True)))
 
 
 def test_a_bundle_keeps_the_documented_layout():
