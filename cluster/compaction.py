@@ -39,6 +39,7 @@ class Snapshot:
     at_epoch: int
     end_seq: int
     blobs: tuple[bytes, ...]
+    group: int = 0     # the replication group whose state it is
 
 
 class Compactor:

@@ -38,6 +38,7 @@ node's membership core when its sync opens the replication gate, and when it ste
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -109,8 +110,8 @@ class GroupCore:
         self._progress: tuple | None = None
         self._progress_at = float("-inf")
         self.last_transfer_at: float | None = None
-        # the journal (settings.journal): tokens of writes not yet durable, (token, seq, is_reset)
-        self._tokens = itertools.count(1)
+        # the journal (settings.journal): this group's writes not yet durable, (token, seq, is_reset);
+        # tokens are the node's (node.tokens): one journal takes every group's writes, in order
         self._unpersisted: deque[tuple[int, int, bool]] = deque()
         self._resets_pending = 0
         self._held_acks: dict[str, Ack] = {}            # acks beyond what is durable, per master
@@ -200,7 +201,9 @@ class GroupCore:
             return     # no group has a master before the first view that assigns them
         else:
             master, epoch = view.groups[self.index]
-            m.install(master, epoch, now)
+            m.install(master, epoch, now, view.view_id)
+            if m.stale:
+                return     # it follows whoever the next view names
             if master == self.node.name:
                 self._replication(self.replication.install_view(
                     master, epoch, view.members, int(now * 1000), m.counts_self_from_ms(epoch)), now, out)
@@ -457,7 +460,9 @@ class GroupCore:
             return
         self._entries_dropped = False
         self._forget_at = None
-        out.append(ForgetDropped())
+        # the marker is the node's: with several groups it goes once every group is caught up
+        if not any(g._entries_dropped for g in self.node.groups):
+            out.append(ForgetDropped())
 
     def _journal(self, out: list[Action]) -> None:
         """Hand what the log took since the last call to the journal, in order."""
@@ -468,8 +473,8 @@ class GroupCore:
                 continue
             self._persist(entries, out)
             entries = []
-            tok = next(self._tokens)
-            out.append(PersistReset(tok, change.seq, change.epoch, change.blobs))
+            tok = next(self.node.tokens)
+            out.append(PersistReset(tok, change.seq, change.epoch, change.blobs, self.index))
             self._unpersisted.append((tok, change.seq, True))
             self._resets_pending += 1
             self.compactor.replaced(sum(len(b) for b in change.blobs))
@@ -478,8 +483,8 @@ class GroupCore:
     def _persist(self, entries: list[Entry], out: list[Action]) -> None:
         if not entries:
             return
-        tok = next(self._tokens)
-        out.append(Persist(tok, tuple(entries)))
+        tok = next(self.node.tokens)
+        out.append(Persist(tok, tuple(entries), self.index))
         self._unpersisted.append((tok, entries[-1].seq, False))
         self.compactor.journaled(sum(len(e.mutations) for e in entries))
 
@@ -492,7 +497,7 @@ class GroupCore:
         self._replication(self.replication.cut_staged(int(now * 1000)), now, out)
         snap = self.compactor.step(self.storage, self.replication.log)
         if snap is not None:
-            out.append(snap)
+            out.append(snap if not self.index else replace(snap, group=self.index))
 
     def _set_throttle(self, on: bool, out: list[Action], now: float) -> None:
         if on != self.throttling:

@@ -31,8 +31,16 @@ _INF = float("inf")
 
 
 class GroupMastery:
-    def __init__(self, name: str, group: int, members: tuple[str, ...], timing: Timing, started: float) -> None:
+    def __init__(self, name: str, group: int, members: tuple[str, ...], timing: Timing, started: float,
+                 view_floor: int = 0) -> None:
         self.name = name
+        # The newest view this node may have applied before it (re)started: its durable Raft log's.
+        # A slot naming it that a view up to there assigned, it may have mastered in an earlier
+        # life, with a log it no longer holds whole; mastering that epoch again could write a
+        # second entry at a (epoch, seq) some member holds. So it gives such a slot up (and
+        # resigns it), and masters only an epoch a later view assigns.
+        self.view_floor = view_floor
+        self.assigned_at = 0                # the view that assigned the group its current slot
         self.group = group
         self.timing = timing
         self.master: str | None = None      # the committed view's master of the group
@@ -88,8 +96,8 @@ class GroupMastery:
 
     # -- events --------------------------------------------------------------------------------
 
-    def install(self, master: str, epoch: int, now: float) -> None:
-        """The committed view names ``master`` for the group in ``epoch``."""
+    def install(self, master: str, epoch: int, now: float, view_id: int = 0) -> None:
+        """The committed view ``view_id`` names ``master`` for the group in ``epoch``."""
         if master == self.master and epoch == self.epoch:
             return
         if self.master == self.name and epoch > self.epoch:
@@ -97,9 +105,18 @@ class GroupMastery:
         if epoch > self.epoch:
             self.guard.knows_newer(epoch)
         self.master, self.epoch = master, epoch
+        self.assigned_at = view_id
         if master == self.name:
+            if view_id <= self.view_floor:
+                self._abdicate(epoch)    # a slot of an earlier life (view_floor)
+                return
             self.lease.start(epoch)
             self._next_beat = -_INF
+
+    @property
+    def stale(self) -> bool:
+        """The view names this node master by a slot of its earlier life (``view_floor``)."""
+        return self.master == self.name and self.assigned_at <= self.view_floor
 
     def members_changed(self, members: tuple[str, ...]) -> None:
         self.lease.members = frozenset(members)

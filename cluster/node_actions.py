@@ -138,6 +138,7 @@ class Persist:
 
     token: int
     entries: tuple[Entry, ...]
+    group: int = 0     # the replication group whose log they are
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,7 @@ class PersistReset:
     seq: int
     epoch: int
     blobs: tuple[bytes, ...]
+    group: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,10 @@ events below ("events from the Raft thread") and the values a ``ToRaft`` action 
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from storage import Storage
 from storage.catalogue import StoragesCatalogue
@@ -109,7 +110,8 @@ class NodeCore:
     def __init__(self, name: str, members: tuple[str, ...], settings: CoreSettings, storage: Storage,
                  new_storage: Callable[[], Storage], *, incarnation: int, amnesiac: bool = False,
                  entries_dropped: bool = False, log: ReplicationLog | None = None,
-                 bugs: frozenset[str] = frozenset(), started: float = 0.0) -> None:
+                 bugs: frozenset[str] = frozenset(), started: float = 0.0,
+                 group_state: Sequence[tuple[Storage, ReplicationLog]] | None = None, view_floor: int = 0) -> None:
         all_bugs = check_bugs(bugs)
         self.bugs = all_bugs & BUGS
         self.name = name
@@ -131,20 +133,22 @@ class NodeCore:
         self._forwarded: dict[str, tuple[int | None, set[int], deque[int]]] = {}
         self._leader_contact: tuple[str, float] | None = None   # (Raft leader, when it last led us)
         self.journal_error: str | None = None
+        self.tokens = itertools.count(1)   # the journal's writes, of every group, in order
         self.multi = settings.groups > 1
         if not self.multi:
             self.groups = [GroupCore(self, storage, new_storage, log=log, amnesiac=amnesiac,
                                      entries_dropped=entries_dropped, bugs=all_bugs)]
         else:
-            # One storage, log, stream and mastery per group; the journal of several groups is
-            # not built yet, so such a node keeps none.
-            assert not settings.journal, "a node of several groups has no journal yet"
-            self.groups = [
-                GroupCore(self, storage if g == 0 else new_storage(), new_storage,
-                          log=ReplicationLog(settings.log_limit_bytes), amnesiac=amnesiac,
-                          entries_dropped=False, bugs=all_bugs, index=g,
-                          mastery=GroupMastery(name, g, self.members, t, started))
+            # One storage, log, stream and mastery per group. Their journal is one shared journal
+            # (cluster/journal/shared.py): ``group_state`` is what it recovered, group by group.
+            state = list(group_state) if group_state is not None else [
+                (storage if g == 0 else new_storage(), ReplicationLog(settings.log_limit_bytes, journaled=settings.journal))
                 for g in range(settings.groups)]
+            assert len(state) == settings.groups
+            self.groups = [
+                GroupCore(self, st, new_storage, log=lg, amnesiac=amnesiac, entries_dropped=entries_dropped,
+                          bugs=all_bugs, index=g, mastery=GroupMastery(name, g, self.members, t, started, view_floor))
+                for g, (st, lg) in enumerate(state)]
             # each group's storage reads the others' queues (storage/catalogue.py); a group whose
             # storage a transfer replaces puts the new one in this list
             self.storages = [g.storage for g in self.groups]
@@ -454,7 +458,12 @@ class NodeCore:
 
     def persisted(self, token: int, now: float) -> list[Action]:
         """The journal made every write up to ``token`` durable (as its fsync policy promises)."""
-        return self.groups[0].persisted(token, now)
+        if not self.multi:
+            return self.groups[0].persisted(token, now)
+        out: list[Action] = []
+        for group in self.groups:
+            out += group.persisted(token, now)
+        return out
 
     def journal_failed(self, reason: str, now: float) -> list[Action]:
         """The journal could not write or fsync (a full disk, an I/O error). After a failed fsync

@@ -284,7 +284,7 @@ class Nemesis:
                 self.skipped_crashes += 1
             return
         if f.params.get("busy") and tries >= 0:
-            # strike in the middle of the next fsync (sim/node.py _Writer tells), or in a second
+            # strike in the middle of the next fsync (sim/journal_writer.py tells), or in a second
             self._cut_when_busy = f
             w.at(w.now + 1_000_000, self.power_cut_now, f)
             return

@@ -45,8 +45,8 @@ from cluster.election import (
 )
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.membership import ProposeView, RaftSample, Record, View, accept_view
-from cluster.journal.format import JournalEntry
-from cluster.journal.journal import Journal, SnapshotAborted
+from cluster.journal.journal import Journal
+from cluster.journal.shared import SharedJournal
 from cluster.journaling import rebuild
 from cluster.node_actions import (
     Answer, FenceDone, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist,
@@ -58,6 +58,7 @@ from cluster.replication.master import Limits
 from cluster.replication.messages import Ack, AckPolicy, ForwardReply, Rejected, Send
 
 from sim.disk import SimDisk
+from sim.journal_writer import JournalWriter
 from sim.flow_control import counted
 from sim.net import RAFT, STREAM
 from sim.raft import AppendEntries, Durable, RaftNode, RequestVote, TimeoutNow
@@ -83,6 +84,13 @@ class _Op:
         self.command = command
         self.started = started
         self.group = group        # its replication group, with several (None: one group)
+
+
+def _view_floor(disk: Durable | None) -> int:
+    """The newest view id in a restarted node's durable Raft log (cluster/group_mastery.py)."""
+    if disk is None:
+        return 0
+    return max((int(rec[0]) for _, rec in disk.log if type(rec) is tuple), default=0)
 
 
 def _key(command: Any) -> tuple[str, str, str] | None:
@@ -140,16 +148,31 @@ class SimNode:
                                     "snapshot_step_bytes": journal.snapshot_step[0],
                                     "snapshot_blob_records": journal.snapshot_step[1]} if journal else {}))
         restarted = disk is not None      # its Raft state says it was a member
-        self.writer: _Writer | None = None
+        self.writer: JournalWriter | None = None
         self.recovered: dict[str, Any] | None = None
-        if journal is not None:
+        # with several groups: the highest seq acked in each group since its state was last replaced
+        self.acked_groups = [0] * self.n_groups
+        group_state = None
+        if journal is not None and self.n_groups > 1:
+            # one shared journal for every group, recovered group by group, as the product does
+            assert data is not None and disk_rng is not None
+            existed = any(n.endswith((".seg", ".snap")) for n in data.list())
+            sjnl, srec = SharedJournal.open(data, self.n_groups, segment_bytes=journal.segment_bytes)
+            group_state = [rebuild(g, new_storage, log_limit_bytes) for g in srec.groups]
+            storage, rlog = group_state[0]
+            dropped = srec.entries_dropped
+            amnesiac = restarts_amnesiac(restarted, journal.fsync, existed, dropped)
+            self.writer = JournalWriter(self, sjnl, journal, disk_rng)
+            self.recovered = {"seq": rlog.last_seq, "seqs": [lg.last_seq for _, lg in group_state],
+                              "existed": existed, "truncated": srec.truncated, "amnesiac": amnesiac}
+        elif journal is not None:
             assert data is not None and disk_rng is not None
             existed = any(n.endswith((".seg", ".snap")) for n in data.list())
             jnl, rec = Journal.open(data, segment_bytes=journal.segment_bytes)
             storage, rlog = rebuild(rec, new_storage, log_limit_bytes)
             dropped = rec.entries_dropped     # `journal truncate` ran on it (no seed runs it)
             amnesiac = restarts_amnesiac(restarted, journal.fsync, existed, dropped)
-            self.writer = _Writer(self, jnl, journal, disk_rng)
+            self.writer = JournalWriter(self, jnl, journal, disk_rng)
             self.recovered = {"seq": rlog.last_seq, "epoch": rlog.last_epoch, "existed": existed,
                               "snapshot_seq": rec.snapshot.at_seq if rec.snapshot is not None else None,
                               "entries": len(rec.entries), "truncated": rec.truncated, "amnesiac": amnesiac}
@@ -157,7 +180,8 @@ class SimNode:
             storage, rlog, dropped = new_storage(), None, False
             amnesiac = restarts_amnesiac(restarted, None)
         self.core = NodeCore(name, tuple(names), settings, storage, new_storage, incarnation=rng.getrandbits(62),
-                             amnesiac=amnesiac, entries_dropped=dropped, log=rlog, bugs=bugs, started=now_s)
+                             amnesiac=amnesiac, entries_dropped=dropped, log=rlog, bugs=bugs, started=now_s,
+                             group_state=group_state, view_floor=_view_floor(disk))
         self.election = ElectionCore(name, timing, rng, now_s, bugs=bugs)
         self.view: View | None = None     # the Raft-applied view record (cluster/runtime._ViewLog)
         self.raft = RaftNode(name, names, timing, now_s, send=self._raft_send, changed=self._raft_changed,
@@ -474,14 +498,20 @@ class SimNode:
         for a in actions:
             t = type(a)
             if t is Send:
-                if type(a.frame) is Ack and a.frame.seq > self.acked and a.group == 0:
-                    self.acked = a.frame.seq
+                if type(a.frame) is Ack:
+                    if a.frame.seq > self.acked and a.group == 0:
+                        self.acked = a.frame.seq
+                    if a.frame.seq > self.acked_groups[a.group]:
+                        self.acked_groups[a.group] = a.frame.seq
                 w.net.send(self.name, a.to, STREAM, a.frame if self.n_groups == 1 else (a.group, a.frame))
             elif t is Persist or t is PersistReset or t is Snapshot or t is ForgetDropped:
                 if self.writer is not None:
                     self.writer.submit(a)
             elif t is StorageReplaced:
                 self.acked = 0      # a new history: what it acked before may rightly be gone
+                for g in self.core.groups:
+                    if g.storage is a.storage:
+                        self.acked_groups[g.index] = 0
             elif t is Answer:
                 op: _Op = a.token
                 outcome, error = _outcome(a.error)
@@ -578,177 +608,3 @@ _LOOP_SIDE = frozenset({
     SimNode._loop_view, SimNode._loop_lease_ack, SimNode._loop_contact, SimNode._loop_fence,
     SimNode._loop_persisted, SimNode._loop_journal_failed, SimNode._loop_step_down, SimNode._loop_placed,
 })
-
-
-class _Writer:
-    """The journal writer (cluster/journal/writer.py) in simulated time, on the real ``Journal``
-    over the node's SimDisk. Like the product's writer thread it takes everything submitted
-    since its last turn at once, writes it, and (``always``) syncs once for the lot; what is
-    submitted during that fsync waits for the next turn (group commit). An fsync takes a random
-    latency; its bytes become durable when it returns. ``interval``: durable is reported once
-    written, an fsync follows within the interval; ``never``: durable once written, fsyncs only
-    inside snapshots and resets. A reset is durable (and reported) on return, under every policy;
-    on a slowed disk (``slow_us``: the "race" and "hung" rare paths) its own fsyncs take an
-    fsync's latency plus the slowness before it returns, and what was submitted after it waits.
-    Each report reaches the loop as a post (``persisted``). A paused process stops this thread
-    too; a stalled loop does not."""
-
-    def __init__(self, node: SimNode, journal: Journal, spec: JournalSpec, rng: random.Random) -> None:
-        self.node = node
-        self.journal = journal
-        self.spec = spec
-        self.rng = rng
-        self.queue: list[Any] = []
-        self.busy = False                 # an fsync is under way
-        self.slow_us = 0                  # extra latency of every fsync: a slow disk (the "race" rare path)
-        self.hang = False                 # the next fsync hangs until release() (the "hung" rare path)
-        self.hung = False                 # an fsync hangs now
-        self.woken = False                # a turn is coming
-        self.sync_planned = False         # interval: an fsync is planned
-        self.written: int | None = None   # the last token written
-        self.reported: int | None = None
-        self.last_sync = node.world.now
-        self.failed: str | None = None
-        self.fsyncs = 0
-        self.snapshots = 0
-        self.refused: list[str] = []      # snapshots the journal refused (a reset overtook them...)
-
-    def submit(self, op: Any) -> None:
-        if self.failed is not None:
-            return
-        self.queue.append(op)
-        self._wake()
-
-    def _wake(self) -> None:
-        if self.busy or self.woken:
-            return
-        self.woken = True
-        w = self.node.world
-        w.at(w.now + self.rng.randint(*HOP_US), self.node._node_event, self._turn, ())
-
-    def _turn(self) -> None:
-        self.woken = False
-        if self.busy or self.failed is not None:
-            return
-        ops, self.queue = self.queue, []
-        try:
-            for i, op in enumerate(ops):
-                self._apply(op)
-                if self.slow_us and type(op) is PersistReset:
-                    # a slow disk: the reset returns once its fsyncs (its snapshot's, the
-                    # directory's) have, and only then is it reported; the rest waits
-                    self.queue = ops[i + 1:] + self.queue
-                    self.busy = True
-                    w = self.node.world
-                    took = self.rng.randint(*self.spec.fsync_us) + self.slow_us
-                    w.at(w.now + took, self.node._node_event, self._reset_returned, (op.token,))
-                    return
-        except Exception as e:     # the SimDisk raises no I/O error: this is a bug
-            self._fail(e)
-            return
-        if self.written is None:
-            return
-        unsynced = self.journal.last_seq != self.journal.durable_seq
-        if self.spec.fsync == "always" and unsynced:
-            self._start_sync()
-            return
-        self._report(self.written)
-        if self.spec.fsync == "interval" and unsynced:
-            self._plan_sync()
-
-    def _apply(self, op: Any) -> None:
-        t = type(op)
-        if t is Persist:
-            self.journal.append([JournalEntry(e.seq, e.written_epoch, e.mutations) for e in op.entries])
-            self.written = op.token
-        elif t is PersistReset:
-            self.journal.reset(op.seq, op.epoch, op.blobs)
-            self.written = op.token
-            if not self.slow_us:
-                self._report(op.token)
-        elif t is Snapshot:
-            sw = None
-            try:
-                sw = self.journal.begin_snapshot(op.at_seq, op.at_epoch)
-                for blob in op.blobs:
-                    sw.add(blob)
-                if self.journal.durable_seq < op.end_seq:
-                    self.journal.sync()
-                    self.fsyncs += 1
-                    if self.written is not None:
-                        self._report(self.written)
-                sw.finish(op.end_seq)
-                self.snapshots += 1
-            except (SnapshotAborted, ValueError, RuntimeError) as e:
-                self.refused.append(f"{type(e).__name__}: {e}")
-                if sw is not None:
-                    sw.abort()
-        elif t is ForgetDropped:
-            self.journal.forget_dropped()
-
-    def _start_sync(self) -> None:
-        self.busy = True
-        w = self.node.world
-        if self.hang:
-            self.hang = False
-            self.hung = True
-            w.rare.hung.fsync_hung(self.node)
-            return
-        took = self.rng.randint(*self.spec.fsync_us) + self.slow_us
-        w.at(w.now + took, self.node._node_event, self._synced, ())
-        w.nemesis.fsync_started(took)
-
-    def release(self) -> None:
-        """A hung fsync returns now."""
-        if self.hung:
-            self.hung = False
-            w = self.node.world
-            w.at(w.now, self.node._node_event, self._synced, ())
-
-    def _reset_returned(self, token: int) -> None:
-        """A reset on a slowed disk returns now (``_turn``)."""
-        self.busy = False
-        if self.failed is not None:
-            return
-        self._report(token)
-        if self.queue:
-            self._turn()
-
-    def _synced(self) -> None:
-        self.busy = False
-        try:
-            self.journal.sync()
-        except Exception as e:
-            self._fail(e)
-            return
-        self.fsyncs += 1
-        self.last_sync = self.node.world.now
-        if self.written is not None:
-            self._report(self.written)
-        if self.queue:
-            self._turn()
-
-    def _plan_sync(self) -> None:
-        if self.sync_planned:
-            return
-        self.sync_planned = True
-        w = self.node.world
-        w.at(max(w.now, self.last_sync + self.spec.interval_us), self.node._node_event, self._interval_due, ())
-
-    def _interval_due(self) -> None:
-        self.sync_planned = False
-        # busy: the fsync under way covers everything written (nothing is written meanwhile)
-        if self.failed is None and not self.busy and self.journal.last_seq != self.journal.durable_seq:
-            self._start_sync()
-
-    def _report(self, token: int) -> None:
-        if self.reported is None or token > self.reported:
-            self.reported = token
-            self.node._post(True, self.node._loop_persisted, token)
-
-    def _fail(self, e: BaseException) -> None:
-        self.failed = f"{type(e).__name__}: {e}"
-        self.queue.clear()
-        self.node.world.journal_failures.append(
-            f"journal: {self.node.name}'s writer failed at {self.node.world.now_s:.6f} s: {self.failed}")
-        self.node._post(True, self.node._loop_journal_failed, self.failed)

@@ -250,7 +250,7 @@ class Scenario:
     gather_ms: int = 0               # the master's gather after an ack (Limits.gather_ms)
     rare: tuple[str, ...] = ()       # the rare paths this seed plays (RARE_PROBABILITY)
     # Replication groups ([cluster] groups): each queue in one, each group its own master. With
-    # two or more, the run has no journal and no rare paths yet (both are written for one group).
+    # two or more, the run plays no rare path (each is written for one group's master).
     groups: int = 1
 
     def names(self) -> list[str]:
@@ -347,7 +347,7 @@ def generate(seed: int, *, nodes: int | None = 3, policy: str | None = "majority
     on = jr.random() < 0.5
     pol_fsync = jr.choices(FSYNC_POLICIES, (7, 2, 1))[0]
     jextra: dict[str, Any] = {}
-    journal_on = (on if journal is None else journal) and n_groups == 1
+    journal_on = on if journal is None else journal
     if journal_on:
         fs = pol_fsync if fsync is None else fsync
         if fs not in FSYNC_POLICIES:

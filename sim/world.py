@@ -151,6 +151,7 @@ class World:
         self.data: dict[str, SimDisk] = {}
         self.went_down: dict[str, str] = {}
         self.promised: dict[str, int] = {}
+        self.promised_groups: dict[str, list[int]] = {}   # the same per group, with several
         self.power_cuts: list[float] = []
         self.journal_failures: list[str] = []
         self.durability_failures: list[str] = []
@@ -265,10 +266,19 @@ class World:
         if how is None:
             return
         promised = self.promised.get(name, 0)
-        if (how == PROCESS or self.sc.fsync == "always") and rec["seq"] < promised:
-            self.durability_failures.append(
-                f"durability: {name} had acked seq {promised} before its {how} crash, but its journal "
-                f"recovered only up to seq {rec['seq']} (at {self.now_s:.6f} s; fsync = {self.sc.fsync})")
+        if not (how == PROCESS or self.sc.fsync == "always"):
+            return
+        if "seqs" not in rec:
+            if rec["seq"] < promised:
+                self.durability_failures.append(
+                    f"durability: {name} had acked seq {promised} before its {how} crash, but its journal "
+                    f"recovered only up to seq {rec['seq']} (at {self.now_s:.6f} s; fsync = {self.sc.fsync})")
+            return
+        for g, (got, acked) in enumerate(zip(rec["seqs"], self.promised_groups.get(name, []))):
+            if got < acked:
+                self.durability_failures.append(
+                    f"durability: {name} had acked seq {acked} of group {g} before its {how} crash, but its "
+                    f"journal recovered only up to seq {got} (at {self.now_s:.6f} s; fsync = {self.sc.fsync})")
 
     def links_around(self, name: str) -> list[tuple[str, str]]:
         """Every directed link from and to ``name``: what isolating it cuts."""
@@ -401,7 +411,7 @@ class World:
     def on_disk(self, name: str) -> int:
         """How far ``name``'s journal is really on disk (its last fsync's), reported or not."""
         x = self.nodes.get(name)
-        return x.writer.journal.durable_seq if x is not None and x.alive and x.writer is not None else 0
+        return x.writer.durable() if x is not None and x.alive and x.writer is not None else 0
 
     def kill(self, name: str, detail: str | None = None) -> None:
         node = self.nodes[name]
@@ -415,6 +425,7 @@ class World:
         if self.journal is not None:
             self.went_down[name] = PROCESS      # kill -9: the page cache survives
             self.promised[name] = node.acked
+            self.promised_groups[name] = list(node.acked_groups)
         self.nemesis.note(name, "kill", detail)
 
     def restart(self, name: str, gen: int | None = None) -> None:
