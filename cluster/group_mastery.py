@@ -170,6 +170,10 @@ class GroupMastery:
             self._held = [x for x in self._held if x not in due]
         return due
 
+    def abdicate(self) -> None:
+        """Give the current epoch up for good (a handover's release: ``Released`` may follow)."""
+        self._abdicate(self.epoch)
+
     def _abdicate(self, epoch: int) -> None:
         self.abdicated = max(self.abdicated, epoch)
         self.lease.abdicate(epoch)

@@ -52,8 +52,8 @@ from cluster.forwards import Forwards
 from cluster.group_core import REPLICATION_GATE, GroupCore
 from cluster.group_mastery import GroupMastery
 from cluster.membership import (
-    ActivityChanged, DeliverView, Fenced, LeaseAck, MembershipCore, ProposeView, RaftSample, Record, StepDown,
-    TimePassed, View, ViewCommitted,
+    ActivityChanged, DeliverView, Fenced, GroupReleased, GroupResigned, HandOverRequested, LeaseAck, MembershipCore,
+    ProposeView, RaftSample, Record, StepDown, TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
     LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, ProposePlacement, Refuse, Route,
@@ -63,7 +63,9 @@ from cluster.plantable import check_bugs
 from cluster.replication.core import TransferSettings
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
-from cluster.replication.messages import AckPolicy, Forward, ForwardReply, Place, Rejected, Send, SnapshotChunk
+from cluster.replication.messages import (
+    AckPolicy, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
+)
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
 
@@ -257,8 +259,7 @@ class NodeCore:
             return f"Node {self.name} has not joined a view of the cluster yet."
         if self.multi:
             g = self.groups[group]
-            return f"Node {self.name} is not serving group {group}: " + \
-                g.mastery.reason(now, g.replication.serving, self.journal_error) + "."   # type: ignore[union-attr]
+            return f"Node {self.name} is not serving group {group}: " + g.reason(now) + "."
         if view.master != self.name:
             return f"Node {self.name} is not the master (the master is {view.master})."
         if not self.groups[0].replication.serving:
@@ -346,12 +347,19 @@ class NodeCore:
         self.forwards.stop(reason, out)
         return out
 
-    def step_down(self, now: float, to: str | None = None) -> list[Action]:
+    def step_down(self, now: float, to: str | None = None, group: int | None = None) -> list[Action]:
         """An operator's step-down: nothing (no actions) unless this node leads Raft and ``to``,
-        if named, is another member."""
+        if named, is another member. With several groups and a ``group``: that group's handover
+        (GroupCore.hand_over), if this node is its serving master; the admin route forwards the
+        request to the group's master."""
+        if self.multi and group is not None:
+            out: list[Action] = []
+            if 0 <= group < len(self.groups):
+                self.groups[group].hand_over(to, now, out)
+            return out
         if self.membership.role != "leader" or (to is not None and (to == self.name or to not in self.members)):
             return []
-        out: list[Action] = []
+        out = []
         self.membership_event(StepDown(now), now, out)
         out.append(ToRaft(TransferLeadership(to)))
         return out
@@ -417,6 +425,12 @@ class NodeCore:
         elif t is Place:
             if self.multi and self.membership.role == "leader":
                 out.append(ToRaft(ProposePlacement(frame.key, len(self.groups))))
+        elif t is HandOver:
+            if self.multi:
+                self.groups[group].hand_over(frame.to or None, now, out, frame.epoch)
+        elif t is Resign:
+            if self.multi:
+                self._resigned(sender, group, frame, now, out)
         else:
             self.groups[group].frame(sender, frame, now, out)
             if t is SnapshotChunk:
@@ -502,8 +516,25 @@ class NodeCore:
             elif t is ActivityChanged:
                 if not self.multi:   # the Raft leader's activity is the one group's
                     self.groups[0].activity_changed(a.active, now)
+            elif t is HandOverRequested:
+                # the leader's balance step reaches the group's master: this node, or over the stream
+                if a.master == self.name:
+                    self.groups[a.group].hand_over(a.to, now, out, a.epoch)
+                else:
+                    out.append(Send(a.master, HandOver(a.epoch, a.to), a.group))
         for group in self.groups:
             group.serving_check(now, out)
+
+    def _resigned(self, sender: str, group: int, frame: Resign, now: float, out: list[Action]) -> None:
+        """A group master gave its epoch up (GroupCore._tell_leader): the Raft leader takes it, if
+        the committed view names the sender master of that group in that epoch."""
+        view = self.membership.view
+        if self.membership.role != "leader" or view is None or not 0 <= group < len(view.groups) \
+                or view.groups[group] != (sender, frame.epoch):
+            return
+        event = GroupReleased(now, group, frame.epoch, frame.to) if frame.to \
+            else GroupResigned(now, group, frame.epoch)
+        self.membership_event(event, now, out)
 
     def _time_passed(self, now: float, out: list[Action]) -> None:
         # Between events only the clock can end activity (at the lease's expiry): tell the

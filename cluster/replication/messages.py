@@ -224,15 +224,36 @@ class Released:
     epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    """Raft leader -> master of a replication group: hand the group over (the leader's balance
+    step, cluster/assignment.py): abdicate ``epoch``, catch ``to`` up, then release the group."""
+
+    epoch: int
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resign:
+    """Master of a replication group -> Raft leader: I give ``epoch`` up. With ``to``, a handover
+    finished: the master abdicated for good and ``to`` holds its whole log, so the next view
+    moves the group there. Without (""), its group lease lapsed while Raft still reaches it: the
+    leader moves the group as if its master were unreachable."""
+
+    epoch: int
+    to: str = ""
+
+
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
          | SnapshotAck | TransferRequest | Forward | ForwardReply | Place | ForwardBatch | ForwardReplies
-         | GroupBeat | GroupBeatAck | Released)
+         | GroupBeat | GroupBeatAck | Released | HandOver | Resign)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
 FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
                                  SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place,
-                                 ForwardBatch, ForwardReplies, GroupBeat, GroupBeatAck, Released)
+                                 ForwardBatch, ForwardReplies, GroupBeat, GroupBeatAck, Released,
+                                 HandOver, Resign)
 
 
 # --- actions --------------------------------------------------------------------------------
