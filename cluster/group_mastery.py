@@ -96,7 +96,7 @@ class GroupMastery:
 
     # -- events --------------------------------------------------------------------------------
 
-    def install(self, master: str, epoch: int, now: float, view_id: int = 0) -> None:
+    def install(self, master: str, epoch: int, now: float, view_id: int) -> None:
         """The committed view ``view_id`` names ``master`` for the group in ``epoch``."""
         if master == self.master and epoch == self.epoch:
             return

@@ -259,6 +259,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "                self._abdicate(self.epoch)     # give the older epoch up, then answer\n",
            "                pass\n",
            "an old group master asked by a newer epoch's sync answers it and stays active", groups=True),
+    Mutant("restart-remasters-old-epoch", "cluster/group_mastery.py",
+           "            if view_id <= self.view_floor:",
+           "            if view_id < 0:",
+           "a restarted node masters again the epoch a view of its earlier life gave it, writing a "
+           "second entry at a (epoch, seq) a member may hold", groups=True),
     Mutant("route-wrong-group", "cluster/node_core.py",
            "        g = self.groups[group]\n        if g.serving_now(now):\n            return LOCAL",
            "        g = self.groups[(group + 1) % len(self.groups)]\n        if g.serving_now(now):\n"
@@ -350,6 +355,7 @@ FOUND_AT: dict[str, int] = {
     "compaction-position-at-end": 9,
     "journal-roll-unsynced": 9,
     "group-guard-skipped": 1,
+    "restart-remasters-old-epoch": 0,
     "route-wrong-group": 2,
     "throttle-whole-node": 3,
 }

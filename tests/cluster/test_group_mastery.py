@@ -22,7 +22,7 @@ def mastery(name: str, following: tuple[str | None, int] = (None, 0), started: f
 def active_master(now: float = 1.0) -> GroupMastery:
     """n1, master of the group in epoch 2, synced, its lease acked by n2."""
     m = mastery("n1", ("n1", 2))
-    m.install("n1", 2, now)
+    m.install("n1", 2, now, 1)
     m.opened(2)
     beats = m.tick(now)
     assert sorted(to for to, _ in beats) == ["n2", "n3"]
@@ -42,7 +42,7 @@ def test_the_master_is_active_from_its_sync_and_a_majority_acked_beat_until_the_
 
 def test_not_active_before_its_sync_for_the_epoch_finished():
     m = mastery("n1", ("n1", 2))
-    m.install("n1", 2, 1.0)
+    m.install("n1", 2, 1.0, 1)
     beat = m.tick(1.0)[0][1]
     m.on_frame("n2", GroupBeatAck(2, beat.stamp_us), 1.0)
     assert not m.active(1.0) and "synchronising" in m.reason(1.0, False, None)
@@ -62,7 +62,7 @@ def test_an_old_master_asked_by_a_newer_epochs_sync_gives_the_group_up_before_it
 
 def test_a_view_that_moves_the_group_away_ends_the_old_masters_epoch():
     m = active_master(1.0)
-    m.install("n2", 3, 1.05)
+    m.install("n2", 3, 1.05, 2)
     assert not m.active(1.05) and m.master == "n2"
 
 
@@ -104,3 +104,22 @@ def test_startup_quiet_holds_every_sync_request():
 def test_other_frames_pass_to_the_replication_core():
     m = mastery("n2", ("n1", 2))
     assert m.on_frame("n1", Batch(2, 1, 2, b""), 1.0) == (False, [])
+
+
+def test_a_restarted_node_does_not_master_a_slot_a_view_of_its_earlier_life_assigned():
+    # view 4 is the newest in its durable Raft log: it may have mastered (1, epoch 2) before
+    m = GroupMastery("n1", 1, MEMBERS, T, 0.0, view_floor=4)
+    m.follow(lambda: ("n1", 2))
+    m.install("n1", 2, 1.0, view_id=3)
+    m.opened(2)
+    assert m.stale and not m.active(1.0) and m.tick(1.0) == []
+    # a later view that keeps the slot keeps it stale: it was assigned in view 3
+    m.install("n1", 2, 1.1, view_id=6)
+    assert m.stale
+    # a slot a later view assigns (a new epoch) it masters
+    m.install("n1", 3, 1.2, view_id=7)
+    assert not m.stale
+    beat = m.tick(1.2)[0][1]
+    m.on_frame("n2", GroupBeatAck(3, beat.stamp_us), 1.2)
+    m.opened(3)
+    assert m.active(1.2)
