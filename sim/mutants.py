@@ -356,8 +356,8 @@ FOUND_AT: dict[str, int] = {
     "journal-roll-unsynced": 9,
     "group-guard-skipped": 1,
     "restart-remasters-old-epoch": 0,
-    "route-wrong-group": 2,
-    "throttle-whole-node": 3,
+    "route-wrong-group": 0,
+    "throttle-whole-node": 15,
 }
 
 # Not found within BOUND seeds when measured: name -> why, as far as we know. These are the simulator's known blind spots, not equivalent mutants: each changes
