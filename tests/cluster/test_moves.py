@@ -255,7 +255,8 @@ class Schedule:
                 replayed.apply_many(batch)
             assert replayed.digest() == m.storage.digest()
         src_qid = a.storage._by_key[key_names(self.src)].qid
-        sent = [x.message.message_id for batch in a.log for x in batch if type(x) is MessageAdded and x.qid == src_qid]
+        sent = [x.message.message_id for batch in a.log for x in batch
+                if type(x) is MessageAdded and x.qid == src_qid]
         # A queue holds a message id once, so a second adoption of one message hides in the
         # dead-letter queue's count: the log shows it.
         adoptions = Counter(x.message.message_id for batch in b.log for x in batch if type(x) is MessageAdded)
@@ -324,6 +325,15 @@ def one_move(seed: int = 1):
     return s, a, b, item
 
 
+def offered(seed: int = 1):
+    """``one_move`` with the entry committed and offered: the offer taken off the channel."""
+    s, a, b, item = one_move(seed)
+    a.committed = len(a.log)
+    s.tick(a)
+    (offer,) = frames(s)
+    return s, a, b, item, offer
+
+
 def frames(s: Schedule) -> list:
     out = [f for q in s.links.values() for _, f in q]
     s.links.clear()
@@ -342,10 +352,7 @@ def test_an_entry_is_offered_only_once_its_batch_is_committed():
 
 
 def test_the_destination_answers_only_once_the_adopt_is_committed_and_the_source_forgets_after_its_commit():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
-    s.tick(a)
-    (offer,) = frames(s)
+    s, a, b, item, offer = offered()
     s.act(b, b.driver.frame("a1", offer))
     assert b.storage.moves_in() == [item.move_id]
     s.tick(b)
@@ -375,23 +382,17 @@ def test_the_destination_answers_only_once_the_adopt_is_committed_and_the_source
 
 
 def test_an_unanswered_offer_is_sent_again_after_the_retry_period():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
-    s.tick(a)
-    assert len(frames(s)) == 1
+    s, a, b, item, offer = offered()
     s.clock.advance(100)
     s.tick(a)
     assert frames(s) == []
     s.clock.advance(100)
     s.tick(a)
-    assert len(frames(s)) == 1
+    assert frames(s) == [offer]
 
 
 def test_a_repeated_offer_is_adopted_once_and_answered_accepted_again():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
-    s.tick(a)
-    (offer,) = frames(s)
+    s, a, b, item, offer = offered()
     s.act(b, b.driver.frame("a1", offer))
     b.committed = len(b.log)
     s.tick(b)
@@ -403,10 +404,7 @@ def test_a_repeated_offer_is_adopted_once_and_answered_accepted_again():
 
 
 def test_offers_from_a_deposed_source_master_or_to_another_destination_epoch_are_dropped():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
-    s.tick(a)
-    (offer,) = frames(s)
+    s, a, b, item, offer = offered()
     newer = MoveForget(0, 2, ())
     s.act(b, b.driver.frame("a2", newer))
     frames(s)
@@ -449,10 +447,7 @@ def test_a_refusal_from_a_destination_master_the_source_moved_on_from_is_ignored
 
 
 def test_a_new_master_resumes_from_its_storage_alone():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
-    s.tick(a)
-    (offer,) = frames(s)
+    s, a, b, item, offer = offered()
     s.act(b, b.driver.frame("a1", offer))
     b.committed = len(b.log)
     s.fail_over(1)           # B's new master: the adopt is in its storage, its driver knows nothing
@@ -498,10 +493,7 @@ def test_offers_are_cut_into_frames_of_at_most_256_items():
 # --- the wire ------------------------------------------------------------------------------------------
 
 def test_move_frames_cross_the_wire_with_their_items():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
-    s.tick(a)
-    (offer,) = frames(s)
+    s, a, b, item, offer = offered()
     sent = [offer, MoveAccepted((item.move_id,)), MoveRefused(3, item.move_id, REFUSED_NO_QUEUE),
             MoveForget(0, 1, (item.move_id, "other")), MoveForgot(())]
     one = WireCodec("c", "secret", "a1"), WireCodec("c", "secret", "b1")
