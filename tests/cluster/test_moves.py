@@ -31,13 +31,14 @@ from storage.catalogue import StoragesCatalogue
 from storage.errors import SqsError
 from storage.codec import decode_many
 from storage.commands import (
-    CreateQueue, DeleteQueue, MoveItem, Namespace, ReceiveMessage, SendMessage, SetQueueAttributes,
+    AdoptMoved, CreateQueue, DeleteQueue, MoveItem, Namespace, ReceiveMessage, ReturnOutbox, SendMessage,
+    SetQueueAttributes,
 )
 from storage.keys import key_names
 from storage.mutations import MessageAdded, MessageOutboxed, MoveAdopted, OutboxAccepted, QueueDeleted
 from storage.outbox import REFUSED_NO_QUEUE
 
-from cluster.moves import Destination, Execute, MoveDriver, SendTo
+from cluster.moves import Destination, Execute, MoveDriver, SendTo, _Gate
 from cluster.replication.messages import (
     MoveAccepted, MoveForget, MoveForgot, MoveOffer, MoveRefused, Rejected,
 )
@@ -47,6 +48,16 @@ START_MS = 1_700_000_000_000
 NS = Namespace()
 NODES = (("a1", "a2", "a3"), ("b1", "b2", "b3"))
 RETRY = 0.2
+
+
+PLANTED = {"offer-before-commit": "_offer_gate", "forget-before-accepted-commit": "_forget_gate"}
+
+
+class _Uncommitted(_Gate):
+    """A gate that opens once the log holds a thing, committed or not."""
+
+    def release(self, committed_seq: int):
+        return super().release(float("inf"))
 
 
 class Master:
@@ -71,15 +82,16 @@ class Master:
 
 class Schedule:
     def __init__(self, seed: int, *, failovers: bool = True, delete_dlq: bool = False,
-                 loss: float = 0.1, dup: float = 0.1) -> None:
+                 loss: float = 0.1, dup: float = 0.1, planted: str | None = None) -> None:
         self.rng = random.Random(seed)
+        self.planted = planted
         self.clock = ManualClock(START_MS)
         self.loss, self.dup = loss, dup
         self.failovers, self.delete_dlq = failovers, delete_dlq
         self._ids = 0
         self.storages = [self._storage(), self._storage()]
         StoragesCatalogue.join(self.storages)
-        self.masters = [Master(g, NODES[g][0], 1, self.storages[g], [], 0, self._master_of(g)) for g in (0, 1)]
+        self.masters = [self._master(g, NODES[g][0], 1, self.storages[g], [], 0) for g in (0, 1)]
         self.zombies: list[Master] = []
         self.views = [None, None]     # each group's view of the other's master: (node, epoch)
         self.links: dict[tuple[str, str], deque] = {}
@@ -96,6 +108,13 @@ class Schedule:
     def _storage(self) -> Storage:
         self._ids += 1
         return Storage(self.clock, IdSource(self._ids))
+
+    def _master(self, group: int, node: str, epoch: int, storage: Storage, log: list, committed: int) -> Master:
+        m = Master(group, node, epoch, storage, log, committed, self._master_of(group))
+        if self.planted is not None:
+            # the mutant of the design: that gate opens at the log's last seq, not the commit
+            setattr(m.driver, PLANTED[self.planted], _Uncommitted())
+        return m
 
     def _master_of(self, group: int):
         other = 1 - group
@@ -128,8 +147,11 @@ class Schedule:
                 raise AssertionError(f"unexpected action {a!r}")
 
     def check_sent(self, m: Master, frame) -> None:
-        """The gates, as seen from the log of the master that sent ``frame``."""
+        """The gates, as seen from the log of the master that sent ``frame`` (a planted mutant
+        is left to the verdict)."""
         t = type(frame)
+        if self.planted is not None:
+            return
         if t is MoveOffer:
             self.sent_offers += 1
             outboxed = {x.move_id for x in m.committed_mutations(MessageOutboxed)}
@@ -167,9 +189,12 @@ class Schedule:
     def tick(self, m: Master) -> None:
         self.act(m, m.driver.tick(self.now, len(m.log), m.committed, m.storage))
 
-    def fail_over(self, group: int) -> None:
+    def fail_over(self, group: int, keep: int | None = None) -> None:
+        """A new master of ``group`` holding the first ``keep`` batches: by default every
+        committed one and some of the rest."""
         old = self.masters[group]
-        keep = old.committed + self.rng.randint(0, len(old.log) - old.committed)
+        if keep is None:
+            keep = old.committed + self.rng.randint(0, len(old.log) - old.committed)
         log = [list(b) for b in old.log[:keep]]
         storage = self._storage()
         for batch in log:
@@ -178,7 +203,7 @@ class Schedule:
         StoragesCatalogue.join(self.storages)
         node = self.rng.choice([n for n in NODES[group] if n != old.node])
         self.zombies = [z for z in self.zombies if z.node != node or z.group != group]
-        new = Master(group, node, old.epoch + 1, storage, log, old.committed, self._master_of(group))
+        new = self._master(group, node, old.epoch + 1, storage, log, old.committed)
         self.masters[group] = new
         if self.rng.random() < 0.5:
             old.zombie_steps = self.rng.randint(1, 40)
@@ -313,6 +338,19 @@ def test_without_failovers_nothing_is_lost_or_doubled_by_the_channel_alone():
         play(20_000 + seed, failovers=False, loss=0.3, dup=0.3)
 
 
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_the_schedules_find_each_gate_opened_before_the_commit(planted):
+    """The verdict alone (the per-frame gate checks off) finds both mutants of the design's move
+    protocol: a failover then leaves a message adopted twice."""
+    for seed in range(100):
+        try:
+            play(seed, planted=planted)
+        except AssertionError as e:
+            assert str(e).startswith("a message was adopted twice")
+            return
+    raise AssertionError(f"{planted} went unnoticed in 100 seeds")
+
+
 # --- one move, step by step ---------------------------------------------------------------------------
 
 def one_move(seed: int = 1):
@@ -405,12 +443,11 @@ def test_a_repeated_offer_is_adopted_once_and_answered_accepted_again():
 
 def test_offers_from_a_deposed_source_master_or_to_another_destination_epoch_are_dropped():
     s, a, b, item, offer = offered()
-    newer = MoveForget(0, 2, ())
-    s.act(b, b.driver.frame("a2", newer))
-    frames(s)
-    assert b.driver.frame("a1", offer) == []                      # epoch 1 of A is deposed
-    fresh = MoveDriver(1, 1, lambda arn: None)
-    assert fresh.frame("a1", MoveOffer(0, 1, 2, offer.items)) == []   # sent to B's master of epoch 2
+    adopt = [Execute(AdoptMoved((item,)))]
+    assert MoveDriver(1, 1, lambda arn: None).frame("a1", offer) == adopt
+    assert MoveDriver(1, 2, lambda arn: None).frame("a1", offer) == []   # sent to B's master of epoch 1
+    s.act(b, b.driver.frame("a2", MoveForget(0, 2, ())))
+    assert b.driver.frame("a1", offer) == []                             # A's master of epoch 2 spoke
 
 
 def test_a_refusal_returns_the_message_and_is_final_within_the_destination_master():
@@ -436,14 +473,17 @@ def test_a_refusal_returns_the_message_and_is_final_within_the_destination_maste
     assert [mid for q in a.storage._queues.values() for mid in q.messages] == [item.message.message_id]
 
 
-def test_a_refusal_from_a_destination_master_the_source_moved_on_from_is_ignored():
-    s, a, b, item = one_move()
-    a.committed = len(a.log)
+def test_a_refusal_counts_only_from_the_destination_master_the_source_offers_to_now():
+    s, a, b, item, offer = offered()
+    refused = MoveRefused(1, item.move_id, REFUSED_NO_QUEUE)
     s.views[0] = ("b2", 2)
-    assert a.driver.frame("b1", MoveRefused(1, item.move_id, REFUSED_NO_QUEUE)) == []
+    assert a.driver.frame("b1", refused) == []        # the source moved on from B's master of epoch 1
+    s.clock.advance(200)
     s.tick(a)
-    (offer,) = frames(s)
-    assert offer.dst_epoch == 2
+    (again,) = frames(s)
+    assert (again.dst_epoch, again.items) == (2, offer.items)
+    assert a.driver.frame("b2", MoveRefused(2, item.move_id, REFUSED_NO_QUEUE)) \
+        == [Execute(ReturnOutbox(item.move_id, REFUSED_NO_QUEUE))]
 
 
 def test_a_new_master_resumes_from_its_storage_alone():
@@ -458,6 +498,47 @@ def test_a_new_master_resumes_from_its_storage_alone():
     s.tick(a)
     (again,) = frames(s)
     assert again.dst_epoch == 2
+    s.act(b2, b2.driver.frame("a1", again))
+    b2.committed = len(b2.log)
+    s.tick(b2)
+    assert frames(s) == [MoveAccepted((item.move_id,))]
+    assert sum(type(x) is MoveAdopted for batch in b2.log for x in batch) == 1
+
+
+def test_a_source_master_lost_with_its_uncommitted_acceptance_is_answered_accepted_again():
+    s, a, b, item, offer = offered()
+    s.act(b, b.driver.frame("a1", offer))
+    b.committed = len(b.log)
+    s.tick(b)
+    (accepted,) = frames(s)
+    s.act(a, a.driver.frame("b1", accepted))
+    s.tick(a)
+    assert frames(s) == []                       # no forget before the acceptance is committed
+    s.fail_over(0, keep=a.committed)
+    s.zombies.clear()
+    a2 = s.masters[0]
+    assert a2.storage.outbox_pending() == [item]
+    s.tick(a2)
+    (again,) = frames(s)
+    s.act(b, b.driver.frame(a2.node, again))
+    s.tick(b)
+    assert frames(s) == [accepted]
+    assert sum(type(x) is MoveAdopted for batch in b.log for x in batch) == 1
+
+
+def test_a_destination_master_lost_with_its_uncommitted_adopt_adopts_the_offer_again_once():
+    s, a, b, item, offer = offered()
+    s.act(b, b.driver.frame("a1", offer))
+    s.tick(b)
+    assert frames(s) == []                       # no answer before the adopt is committed
+    s.fail_over(1, keep=b.committed)
+    s.zombies.clear()
+    s.see_views()
+    b2 = s.masters[1]
+    assert b2.storage.moves_in() == []
+    s.clock.advance(200)
+    s.tick(a)
+    (again,) = frames(s)
     s.act(b2, b2.driver.frame("a1", again))
     b2.committed = len(b2.log)
     s.tick(b2)
