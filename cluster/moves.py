@@ -2,27 +2,20 @@
 
 A message that a dead-letter move or a move task sends to a queue of another group leaves its
 source into the source group's outbox (storage/outbox.py). From there it reaches the destination
-group in steps, each an idempotent internal command on one group, each taken by the driver of
-that group's serving master only once the step before it is committed under ``majority``:
+group in steps, each an idempotent internal command on one group taken by the driver of that
+group's serving master; a step that tells the other group something waits until what it tells
+is committed under ``majority``:
 
-====  ===========  ==========================================================  =====================
-step  who          what                                                        only once
-====  ===========  ==========================================================  =====================
-1     source       ``MoveOffer`` of its PENDING entries to the destination's   the entry is
-                   master                                                      committed at the
-                                                                               source
-2     destination  ``AdoptMoved``: the message joins its queue, its move id
-                   joins ``moves_in`` (an id there already adds nothing)
-3     destination  ``MoveAccepted`` / ``MoveRefused``                          the adopt is
-                                                                               committed there
-4     source       ``AcceptOutbox`` (PENDING -> ACCEPTED); on a refusal
-                   ``ReturnOutbox``: the message goes back to its source
-5     source       ``MoveForget`` to the destination's master                  ACCEPTED is
-                                                                               committed
-6     destination  ``ForgetMove``; ``MoveForgot``                              the forget is
-                                                                               committed
-7     source       ``ClearOutbox``: the entry is gone
-====  ===========  ==========================================================  =====================
+1. source: ``MoveOffer`` of its PENDING entries to the destination's master, once the entry
+   is committed at the source;
+2. destination: ``AdoptMoved``: the message joins its queue and its move id ``moves_in`` (an id
+   there already adds nothing);
+3. destination: ``MoveAccepted`` or ``MoveRefused``, once the adopt is committed there;
+4. source: ``AcceptOutbox`` (PENDING -> ACCEPTED), or on a refusal ``ReturnOutbox``: the message
+   goes back to its source queue;
+5. source: ``MoveForget`` to the destination's master, once ACCEPTED is committed;
+6. destination: ``ForgetMove``, and ``MoveForgot`` once that is committed;
+7. source: ``ClearOutbox``: the entry is gone.
 
 Why each gate. Offered before its commit (1), an entry that a failover of the source loses puts
 the message back in its source queue while the destination holds a copy. Answered before the
@@ -32,15 +25,25 @@ entry PENDING offers it again to a destination that no longer remembers it: a se
 
 The gate. Storage does not know log positions, so the driver notes, when it first learns of a
 thing that must be committed (an outbox entry it reads, a command it asked for), the log's last
-seq at its next ``tick``, and acts once the group's majority-committed seq reaches that. The
-caller guarantees the note is a bound: at each ``tick`` every mutation executed on the storage
-so far is in the log at or below ``logged_seq``, i.e. it cuts the staged operations into a batch
-first (``ReplicationCore.cut_staged``), as a compaction step does.
+seq at its next ``tick``, and acts once the group's majority-committed seq reaches that.
+
+The caller (the group core) runs a driver only while it is the group's serving master, a new
+one per mastership, and guarantees:
+
+* at each ``tick``, every mutation executed on the storage so far is in the log at or below
+  ``logged_seq``: it cuts the staged operations into a batch first
+  (``ReplicationCore.cut_staged``), as a compaction step does; ``committed_seq`` is the
+  majority-committed seq of this mastership;
+* each ``Execute`` runs as an internal operation under ``majority``, and ``executed`` reports it
+  before the driver's next event;
+* the move frames (``FRAMES``) that arrive for this group reach ``frame``, a ``SendTo`` reaches
+  ``member``'s driver of ``group`` (this node's own, when it masters that group too), and the
+  frames of one sender to one member arrive in the order sent, or not at all.
 
 Fences. Every step is retried until answered, and each is idempotent, so lost and repeated
 frames are harmless. What must never happen is an offer adopted after its move was forgotten,
 or after it was refused and returned. Links are FIFO (ZeroMQ over one connection), so a master's
-own offers of a move reach the destination before its forget or its refusal's effect. Offers of
+own offers of a move reach the destination before its forget. Offers of
 *other* masters are fenced: an offer names the destination's epoch it was sent to (a master of
 another epoch drops it) and the source's epoch it came from (a destination master that heard
 from a newer master of the source group drops it). A refusal is final within the destination
@@ -78,6 +81,7 @@ RETRY_S = 0.2                         # an offer or forget unanswered this long 
 MAX_ITEMS = 256                       # moves per frame, and per tick
 MAX_OFFER_BYTES = 4 * 1024 * 1024     # encoded items per offer frame (a larger item goes alone)
 
+# what ``MoveDriver.frame`` takes: the node hands each to its driver of the group the frame came for
 FRAMES = (MoveOffer, MoveAccepted, MoveRefused, MoveForget, MoveForgot)
 
 
