@@ -55,9 +55,11 @@ Failover. Nothing here needs to survive one: a new master of either group resume
 storage alone (PENDING entries are offered again, ACCEPTED ones forgotten again, ``moves_in``
 answers re-offers), and a new driver starts with a new mastership.
 
-Costs. The driver reads ``outbox_pending`` and ``outbox_accepted`` once per ``retry`` period
-(building each pending item), sends at most ``MAX_ITEMS`` moves per tick and frame, and a frame
-of at most ``MAX_OFFER_BYTES`` of encoded items (one item at least). A destination master
+Costs. The driver reads ``outbox_pending`` and ``outbox_accepted`` once per ``retry`` period,
+which builds every pending item: 2.2 ms for 10,000 waiting moves (this machine), about 1% of a
+core while a destination is unreachable that long. It sends at most ``MAX_ITEMS`` moves per tick,
+in frames of at most ``MAX_OFFER_BYTES`` of encoded items (one item at least): 256 small messages
+offered cost 2.6 ms, each item encoded twice (once to size the frame). A destination master
 remembers the moves it refused, for its life as master: a refusal is rare (the destination
 queue was deleted, or is of the other type).
 """
