@@ -36,9 +36,10 @@ one per mastership, and guarantees:
   majority-committed seq of this mastership;
 * each ``Execute`` runs as an internal operation under ``majority``, and ``executed`` reports it
   before the driver's next event;
-* the move frames (``FRAMES``) that arrive for this group reach ``frame``, a ``SendTo`` reaches
-  ``member``'s driver of ``group`` (this node's own, when it masters that group too), and the
-  frames of one sender to one member arrive in the order sent, or not at all.
+* the move frames (``FRAMES``) that arrive for this group reach ``frame``; a ``Send`` reaches
+  the driver of ``send.group`` on ``send.to`` (this node's own when it masters that group too),
+  so the group core passes it on as it is, not tagged with its own group; and the frames of one
+  sender to one member arrive in the order sent, or not at all.
 
 Fences. Every step is retried until answered, and each is idempotent, so lost and repeated
 frames are harmless. What must never happen is an offer adopted after its move was forgotten,
@@ -76,7 +77,7 @@ from storage.commands import AcceptOutbox, AdoptMoved, ClearOutbox, ForgetMove, 
 from storage.results import AdoptMovedResult
 
 from cluster.replication.messages import (
-    MoveAccepted, MoveForget, MoveForgot, MoveOffer, MoveRefused, Rejected,
+    MoveAccepted, MoveForget, MoveForgot, MoveOffer, MoveRefused, Rejected, Send,
 )
 
 RETRY_S = 0.2                         # an offer or forget unanswered this long is sent again
@@ -106,16 +107,8 @@ class Execute:
     command: AdoptMoved | AcceptOutbox | ReturnOutbox | ClearOutbox | ForgetMove
 
 
-@dataclass(frozen=True, slots=True)
-class SendTo:
-    """Send ``frame`` to ``member``, for its driver of ``group``."""
-
-    member: str
-    group: int
-    frame: Any
-
-
-Action = Execute | SendTo | Rejected
+# ``Send(to, frame, group)``: for the driver of ``group`` on member ``to``
+Action = Execute | Send | Rejected
 
 
 class _Gate:
@@ -269,8 +262,8 @@ class MoveDriver:
                 by_dest.setdefault(dest, []).append(item)
         for dest, items in by_dest.items():
             for chunk in _chunks(items):
-                out.append(SendTo(dest.master, dest.group,
-                                  MoveOffer(self.group, self.epoch, dest.epoch, encode_many(chunk))))
+                out.append(Send(dest.master, MoveOffer(self.group, self.epoch, dest.epoch, encode_many(chunk)),
+                                dest.group))
 
     def _forget(self, now: float, out: list[Action]) -> None:
         picked = _pick(self._forget_ready, self._forget_sent, now - self.retry, MAX_ITEMS)
@@ -281,7 +274,7 @@ class MoveDriver:
             if dest is not None:
                 by_dest.setdefault(dest, []).append(move_id)
         for dest, ids in by_dest.items():
-            out.append(SendTo(dest.master, dest.group, MoveForget(self.group, self.epoch, tuple(ids))))
+            out.append(Send(dest.master, MoveForget(self.group, self.epoch, tuple(ids)), dest.group))
 
     def _on_refused(self, sender: str, frame: MoveRefused) -> list[Action]:
         item = self._items.get(frame.move_id)
@@ -346,15 +339,15 @@ class MoveDriver:
             if to is None:
                 continue   # answered already (a repeated offer's answer went with the first)
             if kind == "refused":
-                out.append(SendTo(to[0], to[1], MoveRefused(self.epoch, move_id, self._refused[move_id])))
+                out.append(Send(to[0], MoveRefused(self.epoch, move_id, self._refused[move_id]), to[1]))
             else:
                 (accepted if kind == "accepted" else forgot).setdefault(to, []).append(move_id)
         for (member, group), ids in accepted.items():
             for i in range(0, len(ids), MAX_ITEMS):
-                out.append(SendTo(member, group, MoveAccepted(tuple(ids[i:i + MAX_ITEMS]))))
+                out.append(Send(member, MoveAccepted(tuple(ids[i:i + MAX_ITEMS])), group))
         for (member, group), ids in forgot.items():
             for i in range(0, len(ids), MAX_ITEMS):
-                out.append(SendTo(member, group, MoveForgot(tuple(ids[i:i + MAX_ITEMS]))))
+                out.append(Send(member, MoveForgot(tuple(ids[i:i + MAX_ITEMS])), group))
 
 
 def _pick(ready: dict[str, None], sent: dict[str, float], due_before: float, limit: int) -> list[str]:

@@ -38,9 +38,9 @@ from storage.keys import key_names
 from storage.mutations import MessageAdded, MessageOutboxed, MoveAdopted, OutboxAccepted, QueueDeleted
 from storage.outbox import REFUSED_NO_QUEUE
 
-from cluster.moves import Destination, Execute, MoveDriver, SendTo, _Gate
+from cluster.moves import Destination, Execute, MoveDriver, _Gate
 from cluster.replication.messages import (
-    MoveAccepted, MoveForget, MoveForgot, MoveOffer, MoveRefused, Rejected,
+    MoveAccepted, MoveForget, MoveForgot, MoveOffer, MoveRefused, Rejected, Send,
 )
 from cluster.replication.wire import WireCodec
 
@@ -140,9 +140,9 @@ class Schedule:
             if type(a) is Execute:
                 result = m.run(a.command)
                 m.driver.executed(a.command, result)
-            elif type(a) is SendTo:
+            elif type(a) is Send:
                 self.check_sent(m, a.frame)
-                self.send(m.node, a.member, a.group, a.frame)
+                self.send(m.node, a.to, a.group, a.frame)
             else:
                 raise AssertionError(f"unexpected action {a!r}")
 
