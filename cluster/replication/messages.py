@@ -224,6 +224,59 @@ class Released:
     epoch: int
 
 
+# --- moves between replication groups (cluster/moves.py) --------------------------------------
+#
+# Offers and forgets go to the destination group's master; the answers come back to the source
+# group's master. ``src_epoch`` and ``dst_epoch`` fence an offer that a deposed master sent, or
+# that was sent to one: only the destination's master of ``dst_epoch`` acts on it, and not once
+# it heard from a newer master of the source group.
+
+@dataclass(frozen=True, slots=True)
+class MoveOffer:
+    """Source group's master -> destination group's master: adopt these messages. ``items`` is a
+    storage.codec ``encode_many`` frame of ``MoveItem``s (the message with its move id and
+    destination ARN); storage's records are not wire dataclasses, its codec carries them."""
+
+    src_group: int
+    src_epoch: int
+    dst_epoch: int
+    items: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MoveAccepted:
+    """Destination -> source: these moves are adopted, and the adoption is committed."""
+
+    move_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MoveRefused:
+    """Destination's master of ``dst_epoch`` -> source: it will not adopt this move (``reason``:
+    one of storage.outbox's REFUSED_*), decided on committed state."""
+
+    dst_epoch: int
+    move_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MoveForget:
+    """Source -> destination: these moves are accepted for good (committed at the source), which
+    never offers them again; drop them from ``moves_in``."""
+
+    src_group: int
+    src_epoch: int
+    move_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MoveForgot:
+    """Destination -> source: these moves are forgotten, and that is committed."""
+
+    move_ids: tuple[str, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class HandOver:
     """Raft leader -> master of a replication group: hand the group over (the leader's balance
@@ -246,14 +299,16 @@ class Resign:
 
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
          | SnapshotAck | TransferRequest | Forward | ForwardReply | Place | ForwardBatch | ForwardReplies
-         | GroupBeat | GroupBeatAck | Released | HandOver | Resign)
+         | GroupBeat | GroupBeatAck | Released | MoveOffer | MoveAccepted | MoveRefused | MoveForget | MoveForgot
+         | HandOver | Resign)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
 FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fetch, FetchMiss,
                                  SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place,
                                  ForwardBatch, ForwardReplies, GroupBeat, GroupBeatAck, Released,
-                                 HandOver, Resign)
+                                 MoveOffer, MoveAccepted, MoveRefused, MoveForget, MoveForgot, HandOver,
+                                 Resign)
 
 
 # --- actions --------------------------------------------------------------------------------
