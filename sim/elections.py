@@ -25,8 +25,11 @@ HEAL_QUIET_US = 2_000_000         # after a heal, a master that kept its majorit
 class Elections:
     def __init__(self, world: World) -> None:
         self.world = world
-        # healing deposes nobody: each node's deactivations so far, the heals judged, the failures
+        # healing deposes nobody: each node's deactivations so far (with several groups: as master
+        # of group 0, whose office is judged), the last handover of that group (a rebalance, not
+        # the heal's doing), the heals judged, the failures
         self._deactivations: dict[str, int] = {}
+        self._handed_over_at = -1
         self.heal_checks = 0
         self.heal_failures: list[str] = []
         # the vote guard's premise: when each node last accepted an AppendEntries, and from whom
@@ -35,8 +38,14 @@ class Elections:
         self.disruptions_judged = 0
         self.disrupt_failures: list[str] = []
 
-    def deactivated(self, node: str) -> None:
-        self._deactivations[node] = self._deactivations.get(node, 0) + 1
+    def deactivated(self, node: str, group: int = 0) -> None:
+        if group == 0:
+            self._deactivations[node] = self._deactivations.get(node, 0) + 1
+
+    def handed_over(self, group: int) -> None:
+        """A master began handing ``group`` over (the leader's balance step, or an operator's)."""
+        if group == 0:
+            self._handed_over_at = self.world.now
 
     def stood(self, name: str) -> None:
         """``name`` stands for election. With a pre-vote it can only have a majority's yes if
@@ -142,7 +151,7 @@ class Elections:
 
     def _heal_verdict(self, kind: str, healed_at: int, office: tuple, term: int) -> None:
         w = self.world
-        if w.last_fault_at > healed_at or not self._quiet():
+        if w.last_fault_at > healed_at or self._handed_over_at > healed_at or not self._quiet():
             return      # something else happened since: not the heal's doing
         self.heal_checks += 1
         name, epoch, _ = office

@@ -185,7 +185,9 @@ class World:
         self.records.append(r)
         ev = r.event
         if ev == "deactivated":
-            self.elections.deactivated(r.node)
+            self.elections.deactivated(r.node, r.fields.get("group", 0))
+        elif ev == "handover":
+            self.elections.handed_over(r.fields["group"])
         elif ev == "activated":
             self.rare.gc.activated(r.node)
         elif ev == "throttle" and not r.fields["on"]:
