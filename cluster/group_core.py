@@ -27,9 +27,8 @@ for their ack policy. GroupCore holds one and decides, for it:
   fsynced has the marker removed (``ForgetDropped``) once its amnesia clears and its journal
   holds, durably, what it caught up to.
 * **The hand-on.** An amnesiac Raft leader whose sync cannot finish hands leadership on.
-* **Handover and resignation** (several groups). ``hand_over`` is today's step-down, per group:
-  the master abdicates, catches the target up and releases the group, and the Raft leader's next
-  view moves it there; a master whose group lease stays lapsed resigns the group to the leader.
+* **Handover and resignation** (several groups, cluster/group_handover.py). ``hand_over`` is
+  today's step-down, per group; a master whose group lease stays lapsed resigns the group.
 * The master's time acting through replicated ``Tick`` commands, and the master's
   ``replication`` history line.
 
@@ -53,7 +52,8 @@ from storage.errors import SqsError
 from cluster import decisions
 from cluster.compaction import Compactor
 from cluster.errors import MasterChanged, NotStored, Throttled
-from cluster.membership import GateOpened, GroupReleased, GroupResigned, Record, StepDown, View
+from cluster.group_handover import GroupHandover
+from cluster.membership import GateOpened, Record, StepDown, View
 from cluster.node_actions import (
     Action, Answer, FlushDue, ForgetDropped, Persist, PersistReset, ServingChanged, ThrottleChanged, ToRaft,
     TransferLeadership,
@@ -61,9 +61,7 @@ from cluster.node_actions import (
 from cluster.queue_policies import TAG_CHANGES, QueuePolicies
 from cluster.replication.core import Abandoned, Note, ReplicationCore, Serving, StorageReplaced
 from cluster.replication.log import Entry, ReplicationLog
-from cluster.replication.messages import (
-    Ack, Complete, FlushAt, Rejected, Released, Resign, Send, SnapshotAck, Throttle,
-)
+from cluster.replication.messages import Ack, Complete, FlushAt, Rejected, Send, SnapshotAck, Throttle
 
 if TYPE_CHECKING:
     from cluster.group_mastery import GroupMastery
@@ -128,13 +126,7 @@ class GroupCore:
         self._forget_at: int | None = None
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
                                    settings.snapshot_blob_records)
-        # a handover of this group (several groups): (epoch, target or None, since), the epoch
-        # whose execution stopped for it, and the (epoch, target) released at its end
-        self._handing: tuple[int, str | None, float] | None = None
-        self._stepped_down = -1
-        self._released: tuple[int, str] | None = None
-        self._lapsed_since: float | None = None     # the named master's group lease lapsed then
-        self._resigned = -1                         # the newest epoch resigned to the Raft leader
+        self.handover = GroupHandover(self)     # several groups: giving the group up
         if mastery is not None:
             self.replication.group = index
             mastery.follow(self.replication.following)
@@ -214,8 +206,7 @@ class GroupCore:
         else:
             master, epoch = view.groups[self.index]
             m.install(master, epoch, now, view.view_id)
-            if self._handing is not None and (master, epoch) != (self.node.name, self._handing[0]):
-                self._handing = None     # the view moved the group: the handover is over
+            self.handover.view_installed(master, epoch)
             if m.stale:
                 return     # it follows whoever the next view names
             if master == self.node.name:
@@ -258,38 +249,24 @@ class GroupCore:
         if self.mastery is None:
             self._hand_on_check(now, out)
         else:
-            if self._handing is not None:
-                self._handover_step(now, out)
-            self._resign_check(now, out)
+            self.handover.step(now, out)
+            self.handover.resign_check(now, out)
 
     def hand_over(self, to: str | None, now: float, out: list[Action], epoch: int | None = None) -> bool:
-        """Hand the group over to ``to`` (None: the most caught-up connected replica): today's
-        step-down, per group. The master abdicates: nothing more executes here, and clients get
-        the retryable refusal. It cuts what is staged and keeps streaming until the target has
-        acked the whole log; then it gives the epoch up for good, sends ``Released`` to every
-        member (their guard's shortcut, group_lease.py) and tells the Raft leader, whose next
-        view moves the group to the target (``_handover_step``). Waiting operations complete as
-        their acks come. False, with nothing done, unless this node is the group's serving
-        master (in ``epoch``, when given) and ``to`` another member."""
-        m = self.mastery
-        node = self.node
-        if m is None or self._handing is not None or (epoch is not None and epoch != m.epoch) \
-                or (to is not None and (to == node.name or to not in node.members)) or not self.serving_now(now):
-            return False
-        self._handing = (m.epoch, to, now)
-        self._abdicate(now)
-        out.append(Record(now, "handover", self._fields({"epoch": m.epoch, "to": to})))
+        """Hand the group over to ``to`` (None: a caught-up replica): today's step-down, per group
+        (cluster/group_handover.py). False, with nothing done, unless this node is the group's
+        serving master (in ``epoch``, when given) and ``to`` another member."""
+        return self.handover.start(to, now, out, epoch)
+
+    def cut_staged(self, now: float, out: list[Action]) -> None:
+        """Cut every operation executed here into the log now, held or not."""
         self._replication(self.replication.cut_staged(int(now * 1000)), now, out)
-        self._handover_step(now, out)
-        return True
 
     def reason(self, now: float) -> str:
         """Why this node does not serve the group (several groups), or that it does."""
-        m = self.mastery
-        if self._handing is not None and m.master == self.node.name and m.epoch == self._handing[0] \
-                and self.node.journal_error is None:   # type: ignore[union-attr]
-            return "it is handing the group over"
-        return m.reason(now, self.replication.serving, self.node.journal_error)   # type: ignore[union-attr]
+        handing = self.handover.reason() if self.node.journal_error is None else None
+        return handing or self.mastery.reason(   # type: ignore[union-attr]
+            now, self.replication.serving, self.node.journal_error)
 
     def end_tick(self, now: float, out: list[Action]) -> None:
         """A compaction step; then the flush, should the runtime have lost its FlushDue."""
@@ -389,7 +366,7 @@ class GroupCore:
     def serving_now(self, now: float) -> bool:
         """With several groups: this node is the group's active master, synchronised."""
         return self.replication.serving and self.node.journal_error is None \
-            and self._stepped_down != self.mastery.epoch and self.mastery.active(now)   # type: ignore[union-attr]
+            and self.handover.stopped != self.mastery.epoch and self.mastery.active(now)   # type: ignore[union-attr]
 
     def serving_check(self, now: float, out: list[Action]) -> None:
         node = self.node
@@ -553,87 +530,6 @@ class GroupCore:
             self.throttling = on
             out.append(ThrottleChanged(on))
             out.append(Record(now, "throttle", self._fields({"on": on})))
-
-    def _abdicate(self, now: float) -> None:
-        """A handover's first step: stop executing in the current epoch (until the group moves,
-        or the handover fails and the master resumes)."""
-        self._stepped_down = self.mastery.epoch   # type: ignore[union-attr]
-
-    def _handover_step(self, now: float, out: list[Action]) -> None:
-        """Release the group once the target holds the whole log; resume when no view moved it
-        within the fallback plus an election (as a Raft leader's failed step-down does)."""
-        epoch, to, since = self._handing   # type: ignore[misc]
-        m = self.mastery
-        node = self.node
-        if m.master != node.name or m.epoch != epoch:   # type: ignore[union-attr]
-            self._handing = None
-            return
-        if self._released is not None and self._released[0] == epoch:
-            return     # abdicated for good: only a view moves the group now
-        t = node.timing
-        if now - since >= t.leader_fallback + t.election_max:
-            self._handing = None
-            self._stepped_down = -1
-            out.append(Record(now, "handover_failed", self._fields({"epoch": epoch, "to": to})))
-            self.serving_check(now, out)
-            return
-        target = self._caught_up(to)
-        if target is None:
-            return
-        m.abdicate()   # type: ignore[union-attr]
-        self._released = (epoch, target)
-        out += [Send(peer, Released(epoch), self.index) for peer in node.members if peer != node.name]
-        out.append(Record(now, "released", self._fields({"epoch": epoch, "to": target})))
-        self._tell_leader(epoch, target, now, out)
-
-    def _caught_up(self, to: str | None) -> str | None:
-        """The target, once it has acked the whole log over a live link: ``to``, or the first
-        connected replica (by name) that has."""
-        mc = self.replication.master_core
-        if mc is None:
-            return None
-        last = self.replication.log.last_seq
-        liveness = self.node.liveness
-        for name in sorted(mc.replicas):
-            r = mc.replicas[name]
-            if (to is None or name == to) and r.connected and not r.needs_transfer and r.acked >= last \
-                    and liveness.connected(name):
-                return name
-        return None
-
-    def _resign_check(self, now: float, out: list[Action]) -> None:
-        """A group master whose group lease has lapsed for ``leader_fallback`` while the view still
-        names it resigns the group to the Raft leader (it reaches Raft, not a stream majority),
-        again every ``leader_fallback`` while that lasts, in case the leader missed it. The
-        group's counterpart of pysyncobj's leader fallback. A master that released the group
-        resigns it to its target, should the leader have missed the release."""
-        m = self.mastery
-        if m.master != self.node.name or m.lease.active(now):   # type: ignore[union-attr]
-            self._lapsed_since = None
-            return
-        if self._lapsed_since is None:
-            self._lapsed_since = now
-            return
-        if now - self._lapsed_since < self.node.timing.leader_fallback:
-            return
-        self._lapsed_since = now
-        epoch = m.epoch   # type: ignore[union-attr]
-        released = self._released
-        to = released[1] if released is not None and released[0] == epoch else None
-        if self._resigned != epoch:
-            self._resigned = epoch
-            out.append(Record(now, "resign", self._fields({"epoch": epoch, "to": to})))
-        self._tell_leader(epoch, to, now, out)
-
-    def _tell_leader(self, epoch: int, to: str | None, now: float, out: list[Action]) -> None:
-        """Tell the Raft leader this master gave ``epoch`` up: released to ``to``, or resigned."""
-        node = self.node
-        ms = node.membership
-        if ms.role == "leader":
-            event = GroupReleased(now, self.index, epoch, to) if to is not None else GroupResigned(now, self.index, epoch)
-            node.membership_event(event, now, out)
-        elif ms.leader is not None and ms.leader != node.name and node.liveness.connected(ms.leader):
-            out.append(Send(ms.leader, Resign(epoch, to or ""), self.index))
 
     def _hand_on_check(self, now: float, out: list[Action]) -> None:
         """An amnesiac Raft leader whose sync cannot finish with the members it reaches hands

@@ -275,6 +275,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if any(g.throttling for g in self.node.groups) and isinstance(command, _PRODUCERS) \\",
            "a group whose replicas keep up refuses its producers because another group throttles",
            groups=True),
+    Mutant("handover-without-abdicate", "cluster/group_handover.py",
+           "        self._abdicate(now)\n        out.append(Record(now, \"handover\"",
+           "        pass\n        out.append(Record(now, \"handover\"",
+           "a group master handing its group over keeps executing while it catches the target up",
+           groups=True),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -371,6 +376,11 @@ NOT_FOUND: dict[str, str] = {
         "the old master must get the new master's sync request while the Raft leader deems it "
         "unreachable (a one-way cut from it to the leader, the leader the new master) and answer "
         "in a quorum with the new master while its lease rests on a third member's acks",
+    "handover-without-abdicate":
+        "a master that serves on while it catches the target up breaks no invariant: it gives its "
+        "epoch up for good in the step that finds the target caught up, before Released leaves, "
+        "so no member skips its guard while it serves; what suffers is the handover itself, whose "
+        "catch-up chases a log that keeps growing (and refusals of the retryable kind it should give)",
 }
 
 
@@ -404,6 +414,9 @@ UNIT_TESTS: dict[str, str] = {
     "old-group-master-answers-without-abdicating":
         "tests/cluster/test_group_mastery.py::"
         "test_an_old_master_asked_by_a_newer_epochs_sync_gives_the_group_up_before_it_answers",
+    "handover-without-abdicate":
+        "tests/cluster/test_group_handover.py::"
+        "test_a_step_down_of_one_group_abdicates_at_once_releases_it_and_the_view_moves_it",
 }
 # what a unit test's copy of the tree needs besides PACKAGES
 UNIT_TEST_PACKAGES = ("elasticmq_py", "tests")

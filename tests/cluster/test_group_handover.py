@@ -133,7 +133,9 @@ def test_a_step_down_of_one_group_abdicates_at_once_releases_it_and_the_view_mov
     g = next(g for g in range(3) if c.master(g) != c.leader)    # a master that is not the Raft leader
     master, epoch = c.slots()[g]
     to = other_than(c, master, c.leader)
+    c.execute(master, g, CreateQueue(NS, "first"))    # the target has yet to ack it
     c.handle(master, c.cores[master].step_down(c.now, to, group=g))
+    assert not c.events("released")
     assert c.serving(g) is None, "abdicated: nothing more executes there"
     (answer,) = c.execute(master, g, CreateQueue(NS, "q"))
     assert isinstance(answer.error, NotServing)     # the retryable 503
