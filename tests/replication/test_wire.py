@@ -474,6 +474,15 @@ def test_a_group_lease_frame_of_the_wrong_shape_is_refused():
         WireCodec("c", "s", "n2").decode(head + tx._mac("n2", head))
 
 
+def test_the_handover_frames_come_after_every_older_tag_and_round_trip():
+    older = FRAME_TYPES.index(messages.Released)
+    assert FRAME_TYPES.index(messages.HandOver) > older and FRAME_TYPES.index(messages.Resign) > older
+    assert FRAME_TYPES[-2:] == (messages.HandOver, messages.Resign)
+    tx, rx = group_pair()
+    items = ((2, messages.HandOver(7, "n3")), (1, messages.Resign(4)), (0, messages.Resign(5, "n2")))
+    assert rx.decode_bundle(tx.encode_bundle(items, "n2")) == ("n1", items)
+
+
 def test_the_group_lease_frames_travel_in_a_bundle_with_their_group():
     items = ((1, messages.GroupBeat(3, 1_700_000_123_456)), (2, messages.GroupBeatAck(5, 99)),
              (1, messages.Released(3)))
