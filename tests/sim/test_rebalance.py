@@ -3,8 +3,8 @@ carried out by cluster/group_core.py's handover): a member killed and restarted 
 back once it has been steady for ``rebalance_quiet``, by a handover the Raft leader asked for,
 never with two active masters of a group; a member whose links flap is handed none while they
 flap, nor for the quiet period after.
-The seeds are pinned: each plays the path named (seed 31: n3 killed at 12.8 s, back at 13.6 s,
-group 1 handed to it at 24.0 s; seed 1: n1 and n3 flap from 2.5 s to 5.1 s)."""
+The seeds are pinned: each plays the path named (seed 31: n3, master of group 2, killed at 12.8 s
+and back at 13.6 s, group 1 handed to it at 24.0 s; seed 1: n1 and n3 flap from 2.5 s to 5.1 s)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ def test_a_member_killed_and_restarted_gets_a_group_back_after_the_quiet_period(
     first = asked[0]
     member, group = first["to"], first["group"]
     assert first["ts"] - restarted[member] >= Timing().rebalance_quiet
+    killed = max(d["ts"] for d in lines if d["event"] == "nemesis" and d.get("action") == "kill"
+                 and d["node"] == member and d["ts"] < restarted[member])
+    views = [d for d in lines if d["event"] == "view" and d["node"] == first["node"]]
+    mastered = [sum(s["master"] == member for s in d["groups"]) for d in views]
+    assert [n for d, n in zip(views, mastered) if d["ts"] < killed][-1] >= 1, "it mastered a group"
+    assert 0 in [n for d, n in zip(views, mastered) if killed < d["ts"] < first["ts"]], "failover took it"
     # the group's master before: the one asked; after: the view names the restarted member
     moved = [d for d in lines if d["event"] == "view" and d["ts"] > first["ts"]
              and d["groups"][group]["master"] == member]
