@@ -526,7 +526,7 @@ class NodeCore:
             group.serving_check(now, out)
 
     def _resigned(self, sender: str, group: int, frame: Resign, now: float, out: list[Action]) -> None:
-        """A group master gave its epoch up (GroupCore._tell_leader): the Raft leader takes it, if
+        """A group master gave its epoch up (GroupHandover._tell_leader): the Raft leader takes it, if
         the committed view names the sender master of that group in that epoch."""
         view = self.membership.view
         if self.membership.role != "leader" or view is None or not 0 <= group < len(view.groups) \
