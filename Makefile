@@ -24,7 +24,7 @@ $(STAMP): $(PY) setup.cfg pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/elasticmq-py local-cluster --nodes 3 --in-memory
+	$(VENV)/bin/elasticmq-py local-cluster --nodes 3
 
 # Three workers that pull two tests at a time. Three on two cores: the process tests spend much
 # of their time waiting on clusters (elections, restarts, load windows), and with two workers
