@@ -132,7 +132,7 @@ class Endpoint:
         """A request another member forwarded to us (the master): never forwarded again. With
         several groups ``group`` is the one the forwarder routed it to, and it runs there."""
         if req.path == EXECUTE_PATH:   # a console action (see dashboard/console/actions.py)
-            console_forwarded(self, req, respond)
+            console_forwarded(self, req, respond, group)
             return
         self._sqs(req, Reply(respond), group=group)
 

@@ -13,6 +13,7 @@ from storage.commands import CreateQueue, Namespace
 from cluster.node_actions import LOCAL, ForwardTo, Refuse
 
 from elasticmq_py.backend import LocalBackend
+from elasticmq_py.dashboard.console import actions as console
 from elasticmq_py.endpoint import Endpoint
 from elasticmq_py.health import Role, from_routes
 from elasticmq_py.protocol.queue_key import key_of
@@ -163,3 +164,27 @@ def test_health_answers_for_every_group():
     odd = from_routes("n1", routes, Role.ANY, ["n1", "n2", "n3"], "cluster has groups = 2, this node 3")
     assert odd.status_code == 503 and "groups = 2" in odd.reason
 
+
+
+def test_a_console_action_goes_to_its_queues_group():
+    b = GroupedBackend(local={1})
+    e = Endpoint(b)
+    b.directory[("us-east-1", ACCOUNT, "mine")] = 1
+    b.directory[("us-east-1", ACCOUNT, "theirs")] = 2
+    b.stores[1].execute_now(CreateQueue(Namespace("us-east-1", ACCOUNT), "mine"))
+    ns = Namespace("us-east-1", ACCOUNT)
+    got: list = []
+    for name in ("mine", "theirs"):
+        body = json.dumps({"QueueUrl": _url(name), "MessageBody": "x"}).encode()
+        console.execute(e, "SendMessage", body, ns, "localhost:9324", lambda resp, master: got.append((resp, master)))
+    assert got[0][0].status == 200 and got[0][1] is None and got[1] == (FORWARDED, "m2")
+    assert b.calls == [("execute", "SendMessage", 1), ("forward", "theirs", 2)]
+    # on the master, the forwarded action runs in the group it was routed to
+    b.local = {2}
+    b.stores[2].execute_now(CreateQueue(ns, "theirs"))
+    answers: list[HttpResponse] = []
+    req = HttpRequest("POST", console.EXECUTE_PATH, b"",
+                      {"x-amz-target": "AmazonSQS.SendMessage", console.NS_HEADER: f"us-east-1/{ACCOUNT}"},
+                      json.dumps({"QueueUrl": _url("theirs"), "MessageBody": "y"}).encode())
+    e.handle_forwarded(req, answers.append, 2)
+    assert answers[0].status == 200 and b.calls[-1] == ("execute", "SendMessage", 2)
