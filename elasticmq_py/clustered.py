@@ -38,7 +38,7 @@ from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.journaling import DataDirError
 from cluster.history import HistoryWriter
-from cluster.node_actions import Route
+from cluster.node_actions import LOCAL, Route
 from cluster.replicated import ForwardError as StreamForwardError
 from cluster.replicated import ReplicatedStorage
 from cluster.runtime import BindError
@@ -265,12 +265,27 @@ class ClusterBackend:
 
     async def _run_on_master(self) -> None:
         for command in self.on_master:
+            if self.groups > 1:
+                # Placed first, like a client's CreateQueue, and created by its group's master:
+                # every group master places each configured queue when it starts serving, and
+                # all of them learn the same group, so exactly that group's master creates it.
+                group = await self._placement(command)
+                if group is None or self.replicated.route(group) is not LOCAL:
+                    continue
             try:
                 await run(self, command)
             except SqsError as e:
                 if e.kind is SERVICE_UNAVAILABLE:
+                    if self.groups > 1:
+                        continue   # that group's master creates it when it serves
                     return  # no longer the master; the next one runs them
                 log.error("configured %s failed on the new master: %s: %s", type(command).__name__, e.code, e.message)
+
+    def _placement(self, command: Command) -> "asyncio.Future[int | None]":
+        fut = asyncio.get_running_loop().create_future()
+        key = key_of(command)
+        self.place(key, lambda group: fut.done() or fut.set_result(group))
+        return fut
 
     def _on_storage(self, storage: Storage) -> None:
         self.waiters.wake_everyone()
