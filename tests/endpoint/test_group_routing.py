@@ -84,12 +84,17 @@ def _url(name: str) -> str:
     return f"http://localhost:9324/{ACCOUNT}/{name}"
 
 
-def test_a_request_runs_in_its_queues_group_or_is_forwarded_there():
+def _mine_and_theirs() -> tuple[GroupedBackend, Endpoint]:
+    """A node that masters group 1, which holds "mine"; "theirs" is in group 2."""
     b = GroupedBackend(local={1})
-    e = Endpoint(b)
     b.directory[("us-east-1", ACCOUNT, "mine")] = 1
     b.directory[("us-east-1", ACCOUNT, "theirs")] = 2
     b.stores[1].execute_now(CreateQueue(Namespace("us-east-1", ACCOUNT), "mine"))
+    return b, Endpoint(b)
+
+
+def test_a_request_runs_in_its_queues_group_or_is_forwarded_there():
+    b, e = _mine_and_theirs()
     [ok] = _call(e, "SendMessage", QueueUrl=_url("mine"), MessageBody="x")
     assert ok.status == 200 and b.calls == [("execute", "SendMessage", 1)]
     b.calls.clear()
@@ -165,13 +170,8 @@ def test_health_answers_for_every_group():
     assert odd.status_code == 503 and "groups = 2" in odd.reason
 
 
-
 def test_a_console_action_goes_to_its_queues_group():
-    b = GroupedBackend(local={1})
-    e = Endpoint(b)
-    b.directory[("us-east-1", ACCOUNT, "mine")] = 1
-    b.directory[("us-east-1", ACCOUNT, "theirs")] = 2
-    b.stores[1].execute_now(CreateQueue(Namespace("us-east-1", ACCOUNT), "mine"))
+    b, e = _mine_and_theirs()
     ns = Namespace("us-east-1", ACCOUNT)
     got: list = []
     for name in ("mine", "theirs"):
