@@ -57,6 +57,7 @@ from cluster.replication.transport import StreamTransport, _RateLimitedLog
 from cluster.membership import Record
 from cluster.runtime import MembershipNode, RaftStats
 from cluster.status import NodeStatus, node_status
+from cluster.turn_bundles import TurnBundles
 
 log = logging.getLogger("cluster.replicated")
 
@@ -138,10 +139,8 @@ class ReplicatedStorage:
         else:
             self.stream = StreamTransport(config.cluster, self.name, on_bundle=self._on_bundle, groups=groups,
                                           on_drained=self._event_ended)
-        # several groups: this turn's frames per peer, (group, frame) items, and the ids of the
-        # forwarded requests among them (their senders learn of a bundle that could not leave)
-        self._bundles: dict[str, list[tuple[int, Any]]] = {}
-        self._bundled_ids: dict[str, list[int]] = {}
+        # several groups: this turn's frames, one bundle per peer (cluster/turn_bundles.py)
+        self._bundles = TurnBundles()
         self._bundles_due = False
         # CreateQueues of names with no group yet: key -> (deadline, next ask, their callbacks)
         self._placing: dict[Any, tuple[float, float, list[Callable[[int | None], None]]]] = {}
@@ -421,27 +420,17 @@ class ReplicatedStorage:
 
     def _bundle(self, to: str, group: int, frame: Any, ids: tuple[int, ...] = ()) -> None:
         """A frame of this turn for ``to`` (several groups): it leaves in the turn's bundle."""
-        items = self._bundles.get(to)
-        if items is None:
-            items = self._bundles[to] = []
-        items.append((group, frame))
-        if ids:
-            self._bundled_ids.setdefault(to, []).extend(ids)
-        if not self._bundles_due:
+        if self._bundles.add(to, group, frame, ids) and not self._bundles_due:
             self._bundles_due = True
             self._loop.call_soon(self._send_bundles)
 
     def _send_bundles(self) -> None:
         """The end of a turn (several groups): one bundle per peer of everything it produced."""
         self._bundles_due = False
-        if not self._bundles:
-            return
-        bundles, ids = self._bundles, self._bundled_ids
-        self._bundles, self._bundled_ids = {}, {}
         unsent: list[int] = []
-        for to, items in bundles.items():
+        for to, items, ids in self._bundles.take():
             if not self.stream.send_bundle(to, items):
-                unsent += ids.get(to, ())
+                unsent += ids
         for rid in unsent:
             self._act(self.core.forward_unsent(rid))
 
