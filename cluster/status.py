@@ -214,11 +214,15 @@ class NodeStatus:
     replication: ReplicationStatus = field(default_factory=ReplicationStatus)
     journal: JournalInfo | None = None
     groups: tuple[GroupInfo, ...] = ()    # replication groups; none listed with one group
+    # the committed views have another number of groups than this node's [cluster] groups
+    groups_mismatch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = _plain(self)
         if not self.groups:
             del d["groups"]     # one group: the form it always had
+        if self.groups_mismatch is None:
+            del d["groups_mismatch"]
         return d
 
     @classmethod
@@ -311,7 +315,7 @@ def node_status(node: "ReplicatedStorage", digest: bool = False) -> NodeStatus:
         if stats is not None else RaftInfo(),
         replication=_replication(node, now, now_ms, digest),
         journal=journal_info(node.journal_stats()),
-        groups=_groups(node, now, now_ms) if core.multi else ())
+        groups=_groups(node, now, now_ms) if core.multi else (), groups_mismatch=m.groups_mismatch)
 
 
 def _groups(node: "ReplicatedStorage", now: float, now_ms: int) -> tuple[GroupInfo, ...]:

@@ -177,11 +177,11 @@ class ClusterBackend:
 
     def health(self, role: Role) -> Health:
         r = self.replicated
-        if self.groups == 1:
+        mismatch = r.core.membership.groups_mismatch
+        if self.groups == 1 and mismatch is None:
             return from_route(self.name, r.route(), role, r.master_name(), r.unavailable_reason())
-        return from_routes(self.name, [r.route(g) for g in range(self.groups)], role,
-                           [r.core.groups[g].mastery.master for g in range(self.groups)],
-                           r.core.membership.groups_mismatch)
+        masters = [g.mastery.master if g.mastery is not None else r.master_name() for g in r.core.groups]
+        return from_routes(self.name, [r.route(g) for g in range(self.groups)], role, masters, mismatch)
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
         if self.groups == 1:

@@ -11,8 +11,10 @@ from storage.clock import ManualClock
 from storage.commands import CreateQueue, Namespace
 
 from cluster.node_actions import LOCAL, ForwardTo, Refuse
+from cluster.status import NodeStatus
 
 from elasticmq_py.backend import LocalBackend
+from elasticmq_py.cli import format_status
 from elasticmq_py.dashboard.console import actions as console
 from elasticmq_py.endpoint import Endpoint
 from elasticmq_py.health import Role, from_routes
@@ -188,3 +190,10 @@ def test_a_console_action_goes_to_its_queues_group():
                       json.dumps({"QueueUrl": _url("theirs"), "MessageBody": "y"}).encode())
     e.handle_forwarded(req, answers.append, 2)
     assert answers[0].status == 200 and b.calls[-1] == ("execute", "SendMessage", 2)
+
+
+def test_status_shows_a_groups_mismatch_only_when_there_is_one():
+    assert "groups_mismatch" not in NodeStatus(node="n1").to_dict()   # the form one group always had
+    odd = NodeStatus(node="n1", groups_mismatch="cluster has groups = 3, this node 1")
+    assert NodeStatus.from_dict(odd.to_dict()) == odd
+    assert "GROUPS MISMATCH: cluster has groups = 3, this node 1" in format_status(odd)
