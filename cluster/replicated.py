@@ -453,7 +453,7 @@ class ReplicatedStorage:
 
     def _flush(self) -> None:
         self._act(self.core.flush(self._now()))
-        if self._bundles:
+        if self._bundles_due:      # (several groups: frames wait for the turn's end)
             self._send_bundles()   # the flush ends the turn: its batches and acks leave now
 
     def _event_ended(self) -> None:
