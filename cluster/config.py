@@ -10,6 +10,8 @@ The file form (TOML or JSON, same keys; a misspelt key is an error)::
     secret = "..."                # or secret-file = "/etc/elasticmq-py/secret"
     self = "n1"
     encrypt-links = true          # CurveZMQ on the mutation stream (the default); every member alike
+    groups = 1                    # replication groups: each queue lives in one, each group has its
+                                  # own master (1..MAX_GROUPS; every member alike; no [storage] yet)
 
     [[nodes]]
     name = "n1"
@@ -48,6 +50,8 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
+
+from cluster.replication.wire import MAX_GROUPS
 
 
 class ConfigError(ValueError):
@@ -313,12 +317,18 @@ class ClusterConfig:
     # CurveZMQ on the stream's links (cluster/replication/curve.py): off, bodies cross them in
     # clear text, authenticated only. Members that disagree cannot exchange a frame.
     encrypt_links: bool = True
+    # Replication groups (cluster/node_core.py): every queue lives in one group for its life, and
+    # each group has its own master, so masters spread over the members. Every member must say
+    # the same: the stream refuses a peer of another count, the views report the mismatch.
+    groups: int = 1
 
     def __post_init__(self) -> None:
         if not self.secret:
             raise ConfigError("a cluster secret is required: cluster traffic is always authenticated")
         if not isinstance(self.encrypt_links, bool):
             raise ConfigError("encrypt-links must be true or false")
+        if type(self.groups) is not int or not 1 <= self.groups <= MAX_GROUPS:
+            raise ConfigError(f"groups must be a whole number from 1 to {MAX_GROUPS}, got {self.groups!r}")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ConfigError(f"duplicate node names in {names}")
@@ -368,6 +378,10 @@ class NodeConfig:
     def __post_init__(self) -> None:
         if self.self_name not in self.cluster.names:
             raise ConfigError(f"self {self.self_name!r} is not one of the nodes {list(self.cluster.names)}")
+        if self.cluster.groups > 1 and self.durability is not None:
+            raise ConfigError(f"groups = {self.cluster.groups} with a data-dir ([storage]): a node of several "
+                              "replication groups keeps no journal yet (their shared journal is not built); "
+                              "remove [storage] or set groups = 1")
 
     @property
     def spec(self) -> NodeSpec:
@@ -398,7 +412,7 @@ class NodeConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base_dir: Path | None = None) -> "NodeConfig":
         _check_keys(d, {"cluster", "secret", "secret-file", "self", "nodes", "links", "timing", "replication", "node",
-                        "storage", "encrypt-links"}, "top level")
+                        "storage", "encrypt-links", "groups"}, "top level")
         secret = d.get("secret")
         if "secret-file" in d:
             if secret is not None:
@@ -428,6 +442,7 @@ class NodeConfig:
             timing=Timing.from_dict(d.get("timing") or {}),
             replication=Replication.from_dict(d.get("replication") or {}),
             encrypt_links=d.get("encrypt-links", True),
+            groups=d.get("groups", 1),
         )
         local = d.get("node") or {}
         _check_keys(local, {"history", "raft-bind", "state-dir"}, "node")
@@ -466,6 +481,8 @@ class NodeConfig:
             "replication": self.cluster.replication.to_dict(),
             "encrypt-links": self.cluster.encrypt_links,
         }
+        if self.cluster.groups != 1:
+            d["groups"] = self.cluster.groups
         local: dict[str, Any] = {}
         if self.history_path:
             local["history"] = self.history_path

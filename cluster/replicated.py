@@ -17,6 +17,12 @@ carries out what the core asks of Raft. Nothing here is thread-safe: call it fro
   Requests other members forward to us go to ``serve_forwarded`` (given to ``start``), whose
   ``reply`` callable sends the answer back. Both directions leave at the end of the turn, one
   frame per peer for all of the turn's requests or answers (cluster/forward_batches.py).
+* Replication groups (``[cluster] groups`` >= 2): ``route``, ``execute`` and ``forward`` take the
+  group of the request's queue (``group_of``; a CreateQueue of a name with no group asks for one
+  with ``place`` and waits for Raft's placement). Every frame of a turn leaves in one EM2 bundle
+  per peer, items (group, frame), and each received item goes to the core with its group; forwarded
+  requests travel in their group's ``ForwardBatch``, so the master serves each in the group the
+  forwarder routed it to. One group keeps the path above, frame by frame.
 """
 
 from __future__ import annotations
@@ -51,10 +57,16 @@ from cluster.replication.transport import StreamTransport, _RateLimitedLog
 from cluster.membership import Record
 from cluster.runtime import MembershipNode, RaftStats
 from cluster.status import NodeStatus, node_status
+from cluster.turn_bundles import TurnBundles
 
 log = logging.getLogger("cluster.replicated")
 
 _FORWARDING = frozenset((Forward, ForwardReply, ForwardBatch, ForwardReplies))
+# How long a CreateQueue of a new name waits for Raft to place it (several groups) before its
+# client gets a retryable 503, and how often meanwhile the ask is repeated (a leader that changed
+# or a Place frame lost with its link); a repeat of a placed name commits nothing new.
+PLACE_TIMEOUT_S = 5.0
+PLACE_RETRY_S = 0.25
 
 
 class ForwardError(RuntimeError):
@@ -94,6 +106,7 @@ class ReplicatedStorage:
         self._wall = time.time
         rep = config.cluster.replication
         # ``raft``: pysyncobj's runtime; tests of this runtime alone script Raft's side instead
+        self.n_groups = groups = config.cluster.groups
         self.membership = raft(config, self)
         durability = config.durability
         log_limit = rep.log_limit_mb * 1024 * 1024
@@ -102,7 +115,8 @@ class ReplicatedStorage:
             limits=Limits(throttle_lag_batches=rep.throttle_lag_batches, throttle_lag_ms=rep.throttle_lag_ms,
                           gather_ms=rep.gather_ms),
             log_limit_bytes=log_limit, journal=durability is not None,
-            snapshot_min_bytes=(durability.snapshot_min_mb if durability is not None else 64) * 1024 * 1024)
+            snapshot_min_bytes=(durability.snapshot_min_mb if durability is not None else 64) * 1024 * 1024,
+            groups=groups)
         new_storage = lambda: Storage(clock=clock, limits=limits)  # noqa: E731
         self.recovered: Recovered | None = None
         self._journal = None
@@ -117,17 +131,33 @@ class ReplicatedStorage:
             amnesiac = restarts_amnesiac(self.membership.restarted, None)
         self.core = NodeCore(
             self.name, config.cluster.names, settings, storage, new_storage,
-            incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, entries_dropped=dropped, log=rlog)
-        self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame,
-                                      on_drained=self._event_ended)
+            incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, entries_dropped=dropped, log=rlog,
+            started=self._now())
+        if groups == 1:
+            self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame,
+                                          on_drained=self._event_ended)
+        else:
+            self.stream = StreamTransport(config.cluster, self.name, on_bundle=self._on_bundle, groups=groups,
+                                          on_drained=self._event_ended)
+        # several groups: this turn's frames, one bundle per peer (cluster/turn_bundles.py)
+        self._bundles = TurnBundles()
+        self._bundles_due = False
+        # CreateQueues of names with no group yet: key -> (deadline, next ask, their callbacks)
+        self._placing: dict[Any, tuple[float, float, list[Callable[[int | None], None]]]] = {}
         self._flush_at_end = False
         self._in_persisted = False
         self.forwarding = ForwardCounts()
         # forwards and their answers leave at the end of the turn, one frame per peer
         self._forward_batches = ForwardBatcher()
+        if groups > 1:
+            # per group, so that each request travels with the group it was routed to; a build of
+            # several groups reads batches (it speaks EM2), so they are used from the first
+            self._group_batches = [ForwardBatcher() for _ in range(groups)]
+            for b in self._group_batches:
+                b.readers.update(n for n in config.cluster.names if n != self.name)
         self._forward_flush_due = False
         self.last_raft_stats: RaftStats | None = None
-        self._serve_forwarded: Callable[[Any, Callable[[Any], None]], None] | None = None
+        self._serve_forwarded: Callable[..., None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_task: asyncio.Task | None = None
         self._transfer: asyncio.Future | None = None
@@ -136,9 +166,10 @@ class ReplicatedStorage:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    async def start(self, serve_forwarded: Callable[[Any, Callable[[Any], None]], None] | None = None) -> None:
+    async def start(self, serve_forwarded: Callable[..., None] | None = None) -> None:
         """Bind the stream, then join the cluster (raises cluster.runtime.BindError/OSError).
-        ``serve_forwarded(payload, reply)`` answers requests other members forward here."""
+        ``serve_forwarded(payload, reply)`` answers requests other members forward here; with
+        several groups ``serve_forwarded(payload, reply, group)``, the group to run it in."""
         self._loop = asyncio.get_running_loop()
         self._serve_forwarded = serve_forwarded
         try:
@@ -184,6 +215,7 @@ class ReplicatedStorage:
                 pass
         self._act(self.core.flush(self._now()))
         self._flush_forwards()
+        self._send_bundles()
         await self.stream.close()
         # destroy_synchronous joins pysyncobj's thread: keep the loop free meanwhile
         await asyncio.get_running_loop().run_in_executor(None, self.membership.stop)
@@ -208,23 +240,50 @@ class ReplicatedStorage:
         """The active master, synchronised: client operations are accepted."""
         return self.core.serving(self._now())
 
-    def route(self) -> Route:
-        return self.core.route(self._now())
+    def route(self, group: int = 0) -> Route:
+        return self.core.route(self._now(), group)
 
-    def execute(self, command: Command, done: Callable[[Any, BaseException | None], None]) -> None:
+    def execute(self, command: Command, done: Callable[[Any, BaseException | None], None], group: int = 0) -> None:
         if not self._started:
             done(None, self.client_error(NotServing(f"Node {self.name} is not running.")))
             return
-        actions = self.core.execute(done, command, self._now())
+        actions = self.core.execute(done, command, self._now(), group)
         if actions:   # most often none: the operation waits for its batch's acks
             self._act(actions)
 
-    def forward(self, payload: Any, done: Callable[[Any, BaseException | None], None]) -> None:
+    def forward(self, payload: Any, done: Callable[[Any, BaseException | None], None], group: int = 0) -> None:
         self.forwarding.forwarded += 1
-        self._act(self.core.forward(done, payload, self._now()))
+        self._act(self.core.forward(done, payload, self._now(), group))
 
-    def unavailable_reason(self) -> str:
-        return self.core.unavailable_reason(self._now())
+    def unavailable_reason(self, group: int = 0) -> str:
+        return self.core.unavailable_reason(self._now(), group)
+
+    # -- the queue directory (several groups) ----------------------------------------------------
+
+    def group_of(self, key: Any) -> int | None:
+        """The group of the queue ``key`` (region, account, name), as far as Raft has told us."""
+        return self.core.group_of(key)
+
+    def storage_of(self, key: Any) -> Storage:
+        """The storage that holds the queue ``key`` (group 0's for a name no group holds)."""
+        if self.n_groups == 1:
+            return self.core.groups[0].storage
+        return self.core.groups[self.core.group_of(key) or 0].storage
+
+    def place(self, key: Any, done: Callable[[int | None], None]) -> None:
+        """Have the queue ``key`` placed in a group: ``done(group)`` once Raft committed it (at
+        once if it is known), ``done(None)`` after ``PLACE_TIMEOUT_S`` without it."""
+        group = self.core.group_of(key)
+        if group is not None:
+            done(group)
+            return
+        now = self._now()
+        waiting = self._placing.get(key)
+        if waiting is not None:
+            waiting[2].append(done)
+            return
+        self._placing[key] = (now + PLACE_TIMEOUT_S, now + PLACE_RETRY_S, [done])
+        self._act(self.core.place(key, now))
 
     def master_name(self) -> str | None:
         view = self.core.view
@@ -266,6 +325,19 @@ class ReplicatedStorage:
     def view_committed(self, view: View) -> None:
         self._act(self.core.view_committed(view, self._now()))
 
+    def placed(self, key: Any, group: int) -> None:
+        self._act(self.core.placed(key, group, self._now()))
+        waiting = self._placing.pop(key, None)
+        if waiting is not None:
+            for done in waiting[2]:
+                done(group)
+
+    def directory_restored(self, record: tuple) -> None:
+        self._act(self.core.directory_restored(record))
+        for key in [k for k in self._placing if self.core.group_of(k) is not None]:
+            for done in self._placing.pop(key)[2]:
+                done(self.core.group_of(key))
+
     def fence(self, term: int) -> None:
         self._act(self.core.fence(term, self._now()))
 
@@ -284,6 +356,9 @@ class ReplicatedStorage:
             nodes += (spec,)
         self.config = replace(self.config, cluster=replace(cluster, nodes=nodes))
         self.stream.update_config(self.config.cluster)
+        if self.n_groups > 1 and change == "added":
+            for b in self._group_batches:
+                b.readers.add(spec.name)
         log.info("stream: member %s %s", spec.name, change)
         self._act(self.core.members_changed(self.config.cluster.names, self._now()))
 
@@ -295,12 +370,27 @@ class ReplicatedStorage:
         else:
             self._act(self.core.frame(sender, frame, self._now()))
 
-    def _forwarding_frame(self, sender: str, frame: Any) -> None:
+    def _on_bundle(self, sender: str, items: Any) -> None:
+        """A peer's turn (several groups): each item goes to the core with its group."""
+        core, act = self.core, self._act
+        for group, frame in items:
+            if type(frame) in _FORWARDING:
+                self._forwarding_frame(sender, frame, group)
+            else:
+                act(core.frame(sender, frame, self._now(), group))
+
+    def _forwarding_frame(self, sender: str, frame: Any, group: int | None = None) -> None:
         """A frame of forwarded requests or answers: the core reads the ones it stands for."""
-        batches, core, now = self._forward_batches, self.core, self._now()
+        core, now = self.core, self._now()
         actions: list[Any] = []
-        for f in batches.received(sender, frame):
-            actions += core.frame(sender, f, now)
+        if group is None:
+            batches = self._forward_batches
+            for f in batches.received(sender, frame):
+                actions += core.frame(sender, f, now)
+        else:
+            batches = self._group_batches[group]
+            for f in batches.received(sender, frame):
+                actions += core.frame(sender, f, now, group)
         if batches.pending:
             self._forwards_at_turn_end()
         if actions:
@@ -314,9 +404,32 @@ class ReplicatedStorage:
     def _flush_forwards(self) -> None:
         """The end of a turn: what was forwarded and answered in it leaves, a frame per peer."""
         self._forward_flush_due = False
+        if self.n_groups > 1:
+            waiting = self.core.forwards.waiting_for
+            for group, batches in enumerate(self._group_batches):
+                for to, frame, ids in batches.take(waiting):
+                    self._bundle(to, group, frame, ids)
+            self._send_bundles()
+            return
         unsent: list[int] = []
         for to, frame, ids in self._forward_batches.take(self.core.forwards.waiting_for):
             if not self.stream.send(to, frame):
+                unsent += ids
+        for rid in unsent:
+            self._act(self.core.forward_unsent(rid))
+
+    def _bundle(self, to: str, group: int, frame: Any, ids: tuple[int, ...] = ()) -> None:
+        """A frame of this turn for ``to`` (several groups): it leaves in the turn's bundle."""
+        if self._bundles.add(to, group, frame, ids) and not self._bundles_due:
+            self._bundles_due = True
+            self._loop.call_soon(self._send_bundles)
+
+    def _send_bundles(self) -> None:
+        """The end of a turn (several groups): one bundle per peer of everything it produced."""
+        self._bundles_due = False
+        unsent: list[int] = []
+        for to, items, ids in self._bundles.take():
+            if not self.stream.send_bundle(to, items):
                 unsent += ids
         for rid in unsent:
             self._act(self.core.forward_unsent(rid))
@@ -340,6 +453,8 @@ class ReplicatedStorage:
 
     def _flush(self) -> None:
         self._act(self.core.flush(self._now()))
+        if self._bundles_due:      # (several groups: frames wait for the turn's end)
+            self._send_bundles()   # the flush ends the turn: its batches and acks leave now
 
     def _event_ended(self) -> None:
         """The end of a drain of stream frames or of a journal's report: the flush a FlushDue
@@ -353,8 +468,22 @@ class ReplicatedStorage:
             await asyncio.sleep(self.tick_interval)
             try:
                 self._act(self.core.tick(self._now()))
+                if self._placing:
+                    self._placing_tick()
             except Exception:
                 log.exception("node tick failed")
+
+    def _placing_tick(self) -> None:
+        """Placements still awaited: asked again, or given up (their CreateQueues get a 503)."""
+        now = self._now()
+        for key, (deadline, ask_at, waiting) in list(self._placing.items()):
+            if now >= deadline:
+                del self._placing[key]
+                for done in waiting:
+                    done(None)
+            elif now >= ask_at:
+                self._placing[key] = (deadline, now + PLACE_RETRY_S, waiting)
+                self._act(self.core.place(key, now))
 
     def _act(self, actions: list[Any]) -> None:
         # One failing action (a client callback that raises, a closed socket) must not drop the
@@ -384,7 +513,13 @@ class ReplicatedStorage:
     def _do(self, a: Any) -> None:
         t = type(a)
         if t is Send:
-            if type(a.frame) is Forward:
+            if self.n_groups > 1:
+                if type(a.frame) is Forward:
+                    self._group_batches[a.group].forward(a.to, a.frame)
+                    self._forwards_at_turn_end()
+                else:
+                    self._bundle(a.to, a.group, a.frame)
+            elif type(a.frame) is Forward:
                 self._forward_batches.forward(a.to, a.frame)
                 self._forwards_at_turn_end()
             else:
@@ -437,11 +572,15 @@ class ReplicatedStorage:
         if self._serve_forwarded is None:
             return
         self.forwarding.served_for_others += 1
-        sender, rid = a.sender, a.request_id
-        self._serve_forwarded(a.payload, lambda answer: self._answer_forwarded(sender, rid, answer))
+        sender, rid, group = a.sender, a.request_id, a.group
+        if self.n_groups == 1:
+            self._serve_forwarded(a.payload, lambda answer: self._answer_forwarded(sender, rid, answer))
+        else:   # the group the forwarder routed it to: the master runs it there
+            self._serve_forwarded(a.payload, lambda answer: self._answer_forwarded(sender, rid, answer, group), group)
 
-    def _answer_forwarded(self, to: str, request_id: int, payload: bytes) -> None:
-        self._forward_batches.reply(to, request_id, payload)
+    def _answer_forwarded(self, to: str, request_id: int, payload: bytes, group: int = 0) -> None:
+        batches = self._forward_batches if self.n_groups == 1 else self._group_batches[group]
+        batches.reply(to, request_id, payload)
         self._forwards_at_turn_end()
 
     def _record(self, r: Record) -> None:

@@ -194,7 +194,7 @@ def _decode(message: dict) -> Any:
 class MembershipNode:
     def __init__(self, config: NodeConfig, events: RaftEvents, *, loop: asyncio.AbstractEventLoop | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
-                 bugs: frozenset[str] = frozenset(), groups: int = 1) -> None:
+                 bugs: frozenset[str] = frozenset(), groups: int | None = None) -> None:
         self.config = config
         self.name = config.self_name
         self._events = events
@@ -208,7 +208,8 @@ class MembershipNode:
         # Only a cluster of two groups or more has a directory. With one, Raft holds exactly the
         # views, so its journal, dump and method ids read as they always have; with more, the
         # directory comes after the views, which keep their method id.
-        self._groups = groups
+        # (``groups`` None: the configured [cluster] groups)
+        self._groups = groups = config.cluster.groups if groups is None else groups
         self._directory = _DirectoryLog(self._on_placed, self._on_directory_restored) if groups >= 2 else None
         self._mailbox: collections.deque[Any] = collections.deque()
         self._wake_r, self._wake_w = socket.socketpair()

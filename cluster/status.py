@@ -180,6 +180,18 @@ class JournalInfo:
 
 
 @dataclass(frozen=True)
+class GroupInfo:
+    """One replication group as this member sees it ([cluster] groups >= 2)."""
+
+    id: int
+    master: str | None            # the group's master, as the committed view names it
+    epoch: int                    # its epoch (strictly rising per group)
+    queues: int                   # queues held in this member's copy of the group
+    lag: int | None               # on the group's active master: its replication delay (ms); else None
+    serving: bool                 # this member is the group's active master
+
+
+@dataclass(frozen=True)
 class NodeStatus:
     node: str
     role: str | None = None
@@ -201,9 +213,17 @@ class NodeStatus:
     raft: RaftInfo | None = None
     replication: ReplicationStatus = field(default_factory=ReplicationStatus)
     journal: JournalInfo | None = None
+    groups: tuple[GroupInfo, ...] = ()    # replication groups; none listed with one group
+    # the committed views have another number of groups than this node's [cluster] groups
+    groups_mismatch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        d = _plain(self)
+        if not self.groups:
+            del d["groups"]     # one group: the form it always had
+        if self.groups_mismatch is None:
+            del d["groups_mismatch"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NodeStatus":
@@ -250,6 +270,9 @@ def _typed(tp: Any, v: Any) -> Any:
         _, vt = typing.get_args(tp)
         return {k: _typed(vt, x) for k, x in (v or {}).items()}
     if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis and dataclasses.is_dataclass(args[0]):
+            return tuple(_typed(args[0], x) for x in v or ())
         return tuple(v or ())
     return v
 
@@ -291,7 +314,18 @@ def node_status(node: "ReplicatedStorage", digest: bool = False) -> NodeStatus:
                       stats.votes_dropped, stats.pre_votes_granted, stats.pre_votes_refused, stats.not_standing)
         if stats is not None else RaftInfo(),
         replication=_replication(node, now, now_ms, digest),
-        journal=journal_info(node.journal_stats()))
+        journal=journal_info(node.journal_stats()),
+        groups=_groups(node, now, now_ms) if core.multi else (), groups_mismatch=m.groups_mismatch)
+
+
+def _groups(node: "ReplicatedStorage", now: float, now_ms: int) -> tuple[GroupInfo, ...]:
+    out = []
+    for g in node.core.groups:
+        m = g.mastery
+        serving = g.serving_now(now)
+        lag = g.replication.status(now_ms)["delay_ms"] if serving else None
+        out.append(GroupInfo(g.index, m.master, m.epoch, len(g.storage.queue_stats()), lag, serving))
+    return tuple(out)
 
 
 def journal_info(stats: dict[str, Any] | None) -> JournalInfo | None:

@@ -367,6 +367,15 @@ def format_status(st: NodeStatus, now: float | None = None) -> str:
                          secs(p.last_ack_s_ago), str(p.connects), p.last_error or ""))
         lines.append("")
         lines += _table(rows)
+    if st.groups_mismatch:
+        lines.append(f"GROUPS MISMATCH: {st.groups_mismatch} (/health is 503: set the same [cluster] groups "
+                     "on every member)")
+    if st.groups:
+        rows = [("group", "master", "epoch", "queues", "serving here", "lag")]
+        rows += [(str(g.id), g.master or "-", str(g.epoch), str(g.queues), yn(g.serving),
+                  "-" if g.lag is None else f"{g.lag} ms") for g in st.groups]
+        lines.append("")
+        lines += _table(rows)
     lines.append("")
     if st.replication.enabled:
         lines += _format_replication(st.replication, now)

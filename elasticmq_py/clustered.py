@@ -13,6 +13,13 @@ Every decision (who answers, forwards or refuses; when an operation is done) is 
 * the configured queues are created by each new master through the replicated path, so every
   member holds the same queues (the same ids, hence the same digest). Creating an existing
   queue with the same attributes is a no-op, as in SQS.
+
+With ``[cluster] groups`` >= 2 every queue lives in one replication group with a master of its
+own: the endpoint asks ``group_of`` the request's queue and routes, executes and forwards in that
+group (``route(group)``, ``execute(command, done, group)``, ``forward(req, done, group)``); a
+CreateQueue of a new name first waits for ``place``. A request that names no queue (ListQueues,
+ListMessageMoveTasks), or a queue no group holds, goes to group 0. A command that comes without
+a group (a long poll's next receive, the console's actions) runs in its queue's group.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from cluster.config import NodeConfig, NodeSpec
 from cluster.errors import NotServing, OutcomeUnknown, Throttled
 from cluster.journaling import DataDirError
 from cluster.history import HistoryWriter
-from cluster.node_actions import Route
+from cluster.node_actions import LOCAL, Route
 from cluster.replicated import ForwardError as StreamForwardError
 from cluster.replicated import ReplicatedStorage
 from cluster.runtime import BindError
@@ -39,8 +46,9 @@ from cluster.status import NodeStatus
 
 from elasticmq_py.backend import Done, ServeForwarded, run
 from elasticmq_py.forwarding import ForwardError, decode_request, decode_response, encode_request, encode_response
-from elasticmq_py.health import Health, Role, from_route
+from elasticmq_py.health import Health, Role, from_route, from_routes
 from elasticmq_py.longpoll import Waiters, wait_for_messages
+from elasticmq_py.protocol.queue_key import key_of
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
@@ -85,6 +93,9 @@ class ClusterBackend:
         except (OSError, ValueError, DataDirError) as e:
             raise ClusterStartError(f"node {self.name}: cannot start the cluster member: {e}") from None
         self.route = self.replicated.route   # asked once per request: no call of our own between
+        self.groups = node_config.cluster.groups
+        if self.groups > 1:
+            self.execute = self._execute_in_group   # type: ignore[method-assign]
 
     # -- the Backend interface ---------------------------------------------------------------
 
@@ -103,7 +114,32 @@ class ClusterBackend:
         else:
             self.replicated.execute(command, done)
 
-    def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None]) -> None:
+    def _execute_in_group(self, command: Command, done: Done, group: int | None = None) -> None:
+        """``execute`` with several groups: in ``group``, or else in the group of the command's queue."""
+        if group is None:
+            key = key_of(command)
+            group = (self.group_of(key) if key is not None else None) or 0
+        if self._history is not None and type(command) is not Tick:
+            started = time.time()
+
+            def finish(result: Any, err: BaseException | None) -> None:
+                self._record_op(command, started, err)
+                done(result, err)
+            self.replicated.execute(command, finish, group)
+        else:
+            self.replicated.execute(command, done, group)
+
+    def group_of(self, key: Any) -> int | None:
+        """The group of the queue ``key`` (a ``QueueKey`` or (region, account, name)), if placed."""
+        return self.replicated.group_of(_plain_key(key))
+
+    def place(self, key: Any, done: Callable[[int | None], None]) -> None:
+        """Have the queue ``key`` placed in a group: ``done(group)``, or ``done(None)`` when Raft
+        did not commit a placement in time (the CreateQueue gets a retryable 503)."""
+        self.replicated.place(_plain_key(key), done)
+
+    def forward(self, req: HttpRequest, done: Callable[[HttpResponse | None, BaseException | None], None],
+                group: int = 0) -> None:
         def answered(payload: Any, err: BaseException | None) -> None:
             if err is None:
                 try:
@@ -115,7 +151,7 @@ class ClusterBackend:
             sent = isinstance(err, StreamForwardError) and err.sent
             done(None, SERVICE_UNAVAILABLE(
                 f"{err}; the request {'may or may not have been executed' if sent else 'was not executed'}; retry."))
-        self.replicated.forward(encode_request(req), answered)
+        self.replicated.forward(encode_request(req), answered, group)
 
     @property
     def history(self) -> HistoryWriter | None:
@@ -128,7 +164,7 @@ class ClusterBackend:
         return self.replicated.storage
 
     async def wait_for_messages(self, queue: QueueKey, deadline_ms: int) -> None:
-        await wait_for_messages(self.waiters, self.replicated.storage, queue, deadline_ms)
+        await wait_for_messages(self.waiters, self.replicated.storage_of(_plain_key(queue)), queue, deadline_ms)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -141,23 +177,33 @@ class ClusterBackend:
 
     def health(self, role: Role) -> Health:
         r = self.replicated
-        return from_route(self.name, r.route(), role, r.master_name(), r.unavailable_reason())
+        mismatch = r.core.membership.groups_mismatch
+        if self.groups == 1 and mismatch is None:
+            return from_route(self.name, r.route(), role, r.master_name(), r.unavailable_reason())
+        masters = [g.mastery.master if g.mastery is not None else r.master_name() for g in r.core.groups]
+        return from_routes(self.name, [r.route(g) for g in range(self.groups)], role, masters, mismatch)
 
     def queue_stats(self) -> dict[QueueKey, tuple[int, int, int]]:
-        return self.replicated.storage.queue_stats()
+        if self.groups == 1:
+            return self.replicated.storage.queue_stats()
+        stats: dict[QueueKey, tuple[int, int, int]] = {}
+        for g in self.replicated.core.groups:
+            stats.update(g.storage.queue_stats())
+        return stats
 
     def waiting_receives(self) -> int:
         return self.waiters.count()
 
     async def start(self, serve_forwarded: ServeForwarded | None = None) -> None:
-        def serve(payload: Any, reply: Callable[[Any], None]) -> None:
+        def serve(payload: Any, reply: Callable[[Any], None], *group: int) -> None:
+            # (``group``: with several groups, the one the forwarder routed the request to)
             try:
                 req = decode_request(payload)
             except ForwardError as e:
                 log.warning("forwarding: refused a request: %s", e)
                 return
             if serve_forwarded is not None:
-                serve_forwarded(req, lambda resp: reply(encode_response(resp)))
+                serve_forwarded(req, lambda resp: reply(encode_response(resp)), *group)
         try:
             await self.replicated.start(serve_forwarded=serve)
         except (BindError, OSError, ValueError) as e:
@@ -219,12 +265,32 @@ class ClusterBackend:
 
     async def _run_on_master(self) -> None:
         for command in self.on_master:
+            if self.groups > 1:
+                # Placed first, like a client's CreateQueue, and created by its group's master:
+                # every group master places each configured queue when it starts serving, and
+                # all of them learn the same group, so exactly that group's master creates it.
+                group = await self._placement(command)
+                if group is None or self.replicated.route(group) is not LOCAL:
+                    continue
             try:
                 await run(self, command)
             except SqsError as e:
                 if e.kind is SERVICE_UNAVAILABLE:
+                    if self.groups > 1:
+                        continue   # that group's master creates it when it serves
                     return  # no longer the master; the next one runs them
                 log.error("configured %s failed on the new master: %s: %s", type(command).__name__, e.code, e.message)
 
+    def _placement(self, command: Command) -> "asyncio.Future[int | None]":
+        fut = asyncio.get_running_loop().create_future()
+        key = key_of(command)
+        self.place(key, lambda group: fut.done() or fut.set_result(group))
+        return fut
+
     def _on_storage(self, storage: Storage) -> None:
         self.waiters.wake_everyone()
+
+
+def _plain_key(key: Any) -> tuple[str, str, str]:
+    """A queue key as the directory holds it (cluster/directory.py: builtins, for Raft)."""
+    return key if type(key) is tuple else (key.region, key.account, key.name)

@@ -69,6 +69,8 @@ The file (all keys optional)::
     self = "n1"                  # this node's name (default: node-name); becomes node-name
     secret = "..."               # or secret-file = "secret.txt" (relative to this file)
     encrypt-links = true         # CurveZMQ on the mutation stream (default); the same on every member
+    groups = 1                   # replication groups, each with its own master (the same on every
+                                 # member; 2 or more: no [storage] data-dir yet)
     history = "n1.history.jsonl" # optional JSON-lines history of views and activity
     state-dir = "n1.state"       # durable Raft state (term, vote, log); strongly advised, see
                                  # cluster/runtime.py: without it a restarted node can vote unsafely
@@ -255,7 +257,11 @@ class Config:
         if cluster_doc is not None:
             node, admin_from = _cluster_section(cluster_doc, cfg.node_name if "node-name" in doc else None,
                                                 f"{source}: cluster", base_dir)
-            cfg = replace(cfg, cluster=replace(node, durability=cfg.durability), node_name=node.self_name,
+            try:
+                node = replace(node, durability=cfg.durability)
+            except ClusterConfigError as e:
+                raise ConfigError(f"{source}: cluster: {e}") from None
+            cfg = replace(cfg, cluster=node, node_name=node.self_name,
                           admin_from=admin_from if admin_from is not None else cfg.admin_from)
         if admin_doc is not None:
             cfg = _admin_section(cfg, admin_doc, "admin-from" in (cluster_doc or {}), f"{source}: admin", base_dir)
@@ -294,7 +300,7 @@ class _Keys:
 
 
 _CLUSTER_KEYS = {"name", "self", "secret", "secret-file", "nodes", "links", "timing", "replication",
-                 "history", "raft-bind", "admin-from", "state-dir", "encrypt-links"}
+                 "history", "raft-bind", "admin-from", "state-dir", "encrypt-links", "groups"}
 
 
 def _cluster_section(doc: Any, node_name: str | None, where: str,
@@ -311,7 +317,7 @@ def _cluster_section(doc: Any, node_name: str | None, where: str,
     if node_name is not None and doc.get("self") not in (None, node_name):
         raise ConfigError(f"{where}: self = {doc['self']!r} contradicts node-name = {node_name!r}")
     translated: dict[str, Any] = {k: doc[k] for k in ("secret", "secret-file", "nodes", "links", "timing", "replication",
-                                                      "encrypt-links") if k in doc}
+                                                      "encrypt-links", "groups") if k in doc}
     translated["self"] = self_name
     if "name" in doc:
         translated["cluster"] = doc["name"]
@@ -448,6 +454,8 @@ def server_toml(node: NodeConfig, *, host: str, port: int, limits: str | None = 
     cluster["timing"] = d["timing"]
     cluster["replication"] = d["replication"]
     cluster["encrypt-links"] = d["encrypt-links"]
+    if "groups" in d:
+        cluster["groups"] = d["groups"]
     top: dict[str, Any] = {"host": host, "port": port}
     if limits is not None:
         top["limits"] = limits

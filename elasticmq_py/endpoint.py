@@ -4,6 +4,13 @@
 a single node, once replicas acknowledged on the cluster's master, or from the master's answer
 when the node core routes the request there. The backend is called the same way everywhere:
 ``execute(command, done)``. Only a receive that long-polls continues as a Task.
+
+With replication groups (a backend with ``groups`` >= 2) a request is routed by its queue's
+group: the queue is read cheaply first (protocol/queue_key.py), else after the full parse, and
+the backend's gating of that group decides (``_grouped``). A CreateQueue of a new name waits for
+its placement; a request naming no queue, or one no group holds, goes to group 0. So do the
+move-task actions (their queues are inside SourceArn or TaskHandle): a task whose source queue
+is in another group is not found there, a limit until tasks cross groups.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from urllib.parse import parse_qs
 
 import msgspec
 
-from storage.commands import Command, GetQueueAttributes, Namespace, ReceiveMessage
+from storage.commands import Command, CreateQueue, GetQueueAttributes, Namespace, ReceiveMessage
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from storage.results import ReceiveMessageResult
 
@@ -39,6 +46,7 @@ from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.addressing import base_url, region_from_headers, region_of_scope
 from elasticmq_py.protocol.model import sqs_model
+from elasticmq_py.protocol.queue_key import key_of, queue_key_of
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
 from elasticmq_py.reply import Reply
 
@@ -49,6 +57,7 @@ _wall_clock = time.time   # SigV4's request times are wall-clock times
 JSON, QUERY = "json", "query"
 QUERY_JSON = "query-json"   # a Query request answered in JSON (it sent Accept: application/json)
 _INTERNAL_MESSAGE = "We encountered an internal error. Please try again."
+_AFTER_PARSE = -1   # _sqs's group: route by the parsed command's queue (replication groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,8 @@ class Endpoint:
         # link), with that node's clock. A replica that refuses (forward = false) verifies
         # first too, so a bad signature gets its own error everywhere.
         self._verifier = Verifier(config.credentials) if config.credentials is not None else None
+        # replication groups: requests route by their queue's group (_grouped)
+        self._by_group = getattr(backend, "groups", 1) > 1
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -101,6 +112,9 @@ class Endpoint:
             if path.startswith("/ui/"):       # nor this: the console's actions, never forwarded as SQS
                 self.console.handle(self, req, reply)
                 return
+        if self._by_group:
+            self._grouped(req, reply)
+            return
         route = self.backend.route()
         if route is LOCAL:
             self._sqs(req, reply)
@@ -113,12 +127,58 @@ class Endpoint:
         else:
             self._sqs(req, reply)
 
-    def handle_forwarded(self, req: HttpRequest, respond: "Callable[[HttpResponse], None]") -> None:
-        """A request another member forwarded to us (the master): never forwarded again."""
+    def handle_forwarded(self, req: HttpRequest, respond: "Callable[[HttpResponse], None]",
+                         group: int | None = None) -> None:
+        """A request another member forwarded to us (the master): never forwarded again. With
+        several groups ``group`` is the one the forwarder routed it to, and it runs there."""
         if req.path == EXECUTE_PATH:   # a console action (see dashboard/console/actions.py)
-            console_forwarded(self, req, respond)
+            console_forwarded(self, req, respond, group)
             return
-        self._sqs(req, Reply(respond))
+        self._sqs(req, Reply(respond), group=group)
+
+    # -- replication groups -------------------------------------------------------------------
+
+    def _grouped(self, req: HttpRequest, reply: Reply) -> None:
+        """Route ``req`` by its queue's group; where the cheap read cannot tell the queue, the
+        full parse does (``_sqs`` then calls ``_route_parsed``)."""
+        key = queue_key_of(req, self.config.region, None if self._verifier is not None else self.config.account_id)
+        if key is None:
+            self._sqs(req, reply, group=_AFTER_PARSE)
+            return
+        group = self.backend.group_of(key)
+        if group is None:
+            group = 0          # no group holds it: group 0's master answers QueueDoesNotExist
+        route = self.backend.route(group)
+        if route is LOCAL:
+            self._sqs(req, reply, group=group)
+        elif type(route) is ForwardTo:
+            self._forward(req, reply, group)
+        else:
+            self._sqs(req, reply, refused=route.reason)
+
+    def _route_parsed(self, req: HttpRequest, reply: Reply, call: "_Call", command: Command) -> None:
+        key = key_of(command)
+        group = self.backend.group_of(key) if key is not None else 0
+        if group is None:
+            if type(command) is CreateQueue:
+                self.backend.place(key, lambda g: self._placed(req, reply, call, command, g))
+                return
+            group = 0
+        self._placed(req, reply, call, command, group)
+
+    def _placed(self, req: HttpRequest, reply: Reply, call: "_Call", command: Command, group: int | None) -> None:
+        if group is None:
+            reply.set(call.error(SERVICE_UNAVAILABLE(
+                "The cluster did not place the new queue in a replication group in time (no Raft leader "
+                "reachable?). The request was not executed; retry.")))
+            return
+        route = self.backend.route(group)
+        if route is LOCAL:
+            self.backend.execute(command, call.done, group)
+        elif type(route) is ForwardTo:
+            self._forward(req, reply, group)
+        else:
+            reply.set(call.error(SERVICE_UNAVAILABLE(f"{route.reason} The request was not executed; retry.")))
 
     def _cluster_admin(self, req: HttpRequest, reply: Reply) -> None:
         if self.admin is None:
@@ -126,8 +186,9 @@ class Endpoint:
         else:
             reply.follow(self.admin.handle(req), lambda: self.reject(req.headers, INTERNAL_ERROR(_INTERNAL_MESSAGE)))
 
-    def _forward(self, req: HttpRequest, reply: Reply) -> None:
-        self.backend.forward(req, lambda resp, err: reply.set(resp if err is None else self.reject(req.headers, err)))
+    def _forward(self, req: HttpRequest, reply: Reply, *group: int) -> None:
+        self.backend.forward(req, lambda resp, err: reply.set(resp if err is None else self.reject(req.headers, err)),
+                             *group)
 
     def reject(self, headers: dict[str, str], err: SqsError) -> HttpResponse:
         """A response for a request the glue refused before reading it (too large, bad HTTP),
@@ -156,7 +217,8 @@ class Endpoint:
 
     # -- SQS --------------------------------------------------------------------------------
 
-    def _sqs(self, req: HttpRequest, reply: Reply, refused: str | None = None) -> None:
+    def _sqs(self, req: HttpRequest, reply: Reply, refused: str | None = None, group: int | None = None) -> None:
+        # ``group``: None with one group; with several, the group to run it in, or _AFTER_PARSE
         target = req.headers.get("x-amz-target")
         request_id = _ID_PREFIX + (next(_ID_COUNTER) & _ID_MASK).to_bytes(6, "big").hex()  # = request_id()
         started = _perf_counter()
@@ -180,7 +242,12 @@ class Endpoint:
                 command = self._parse_query(req, call)
             if refused is not None:
                 raise SERVICE_UNAVAILABLE(f"{refused} The request was not executed; retry.")
-            self.backend.execute(command, call.done)
+            if group is None:
+                self.backend.execute(command, call.done)
+            elif group >= 0:
+                self.backend.execute(command, call.done, group)
+            else:
+                self._route_parsed(req, reply, call, command)
         except SqsError as e:
             reply.set((call or _Call(self, JSON, request_id, started, reply, action)).error(e))
         except Exception:

@@ -11,6 +11,13 @@ A load balancer in front of a cluster wants one of two questions answered:
 Whether a member serves a client itself, forwards it or refuses it is the node core's gating
 decision (``NodeCore.route``, cluster/node_core.py); ``from_route`` only says it the way a load
 balancer reads it.
+
+With replication groups (``[cluster] groups`` >= 2) each group has its own master, and
+``from_routes`` answers from the gating of every group: ``GET /health`` is 200 on a member that
+serves or forwards every group (a client's queue may be in any of them), ``role=master`` is 200
+on a member that is the active master of at least one group. The body then lists each group's
+``{"group", "serves", "master"}``, and a member whose views say another number of groups
+(``groups_mismatch``) answers 503 whatever its routes.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ class Health:
     serves: Serves
     master: str | None
     reason: str
+    groups: tuple[dict[str, Any], ...] = ()    # several groups: how each is served
+
 
     @property
     def status_code(self) -> int:
@@ -59,7 +68,8 @@ class Health:
 
     def to_json(self) -> dict[str, Any]:
         return {"status": "ok" if self.ok else "unavailable", "role": self.role.value, "node": self.node,
-                "serves": self.serves.value, "master": self.master, "reason": self.reason}
+                "serves": self.serves.value, "master": self.master, "reason": self.reason,
+                **({"groups": list(self.groups)} if self.groups else {})}
 
     def body(self) -> bytes:
         return json.dumps(self.to_json()).encode()
@@ -80,6 +90,35 @@ def from_route(node: str, route: Route, role: Role, master: str | None, why_not:
         return answer(True, Serves.FORWARDING, f"Node {node} forwards client calls to the active master "
                                                f"{route.master}.")
     return answer(False, Serves.NO, route.reason)
+
+
+def from_routes(node: str, routes: list[Route], role: Role, masters: list[str | None],
+                mismatch: str | None) -> Health:
+    """Several groups: ``routes`` and ``masters`` per group; ``mismatch``: the membership's
+    ``groups_mismatch``."""
+    serves = [Serves.ITSELF if type(r) is Local else Serves.FORWARDING if type(r) is ForwardTo else Serves.NO
+              for r in routes]
+    groups = tuple({"group": g, "serves": s.value, "master": masters[g]} for g, s in enumerate(serves))
+    mastered = [g for g, s in enumerate(serves) if s is Serves.ITSELF]
+
+    def answer(ok: bool, how: Serves, reason: str) -> Health:
+        return Health(ok, role, node, how, node if mastered else None, reason, groups)
+
+    if mismatch is not None:
+        return answer(False, Serves.NO, f"Node {node} disagrees with the cluster on the number of groups: {mismatch}.")
+    if role is Role.MASTER:
+        if mastered:
+            return answer(True, Serves.ITSELF, f"Node {node} is the active master of group(s) "
+                                               f"{', '.join(map(str, mastered))}.")
+        return answer(False, Serves.NO, f"Node {node} is the active master of no group. "
+                                        "Only an active master answers role=master with 200.")
+    refused = [g for g, s in enumerate(serves) if s is Serves.NO]
+    if refused:
+        return answer(False, Serves.NO, " ".join(routes[g].reason for g in refused))   # type: ignore[union-attr]
+    if len(mastered) == len(routes):
+        return answer(True, Serves.ITSELF, f"Node {node} is the active master of every group.")
+    return answer(True, Serves.FORWARDING, f"Node {node} serves group(s) {', '.join(map(str, mastered)) or 'none'} "
+                                           "itself and forwards the others to their masters.")
 
 
 def single_node(node: str, role: Role) -> Health:

@@ -1,7 +1,7 @@
 """``elasticmq-py local-cluster``: N cluster members as processes on loopback, in the foreground.
 
     elasticmq-py local-cluster [--nodes 3] [--http-port 9324] [--policy majority] [--dir DIR]
-                               [--forward | --no-forward]
+                               [--forward | --no-forward] [--groups G] [--in-memory]
 
 Node ``nK`` (K = 1..N) is ``python -m elasticmq_py serve --config DIR/nK.toml``. Its SQS endpoint
 is http://127.0.0.1:BASE+K-1; its Raft and mutation-stream ports are BASE+10000+K-1 and
@@ -14,6 +14,10 @@ DIR holds the node configurations, a random cluster secret (``secret``), each no
 messages, and Raft's state; ``--in-memory`` keeps messages in memory and Raft's state in
 ``nK.state``); without --dir a new temporary directory is made and kept, so the histories can be
 analysed afterwards. Started again on the same --dir, the nodes recover what they stored.
+
+``--groups G`` splits the queues into G replication groups, each with a master of its own, so
+every node masters some (``[cluster] groups``). A node of several groups keeps no data-dir yet,
+so G >= 2 runs in memory: ``--in-memory`` defaults G to the number of nodes, a data-dir to 1.
 
 Once every node answers GET /cluster and they agree on a master, the command prints (a format the
 tests parse, keep it stable)::
@@ -29,6 +33,8 @@ tests parse, keep it stable)::
     dashboard  http://127.0.0.1:9324/ui   (every node serves one at /ui)
     ready: Ctrl-C stops the cluster
 
+(with several groups "master" is group 0's, and a line ``groups     g0 n1, g1 n2, g2 n3`` names
+each group's master),
 (a follower's role reads "replica (forwards to the master)" once replication is on), then stays
 in the foreground. Ctrl-C, SIGTERM or SIGHUP stops every node (SIGTERM, then SIGKILL after
 --stop-timeout). A node that exits during start-up fails the command with its log's tail; one
@@ -56,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.config import FSYNC_POLICIES, Address, ClusterConfig, Durability, NodeConfig, NodeSpec, Replication
+from cluster.replication.wire import MAX_GROUPS
 from cluster.status import NodeStatus
 
 from elasticmq_py import loglevel
@@ -133,13 +140,14 @@ def plan_ports(nodes: int, base: int) -> list[NodePlan]:
 # -- configuration files ------------------------------------------------------------------------
 
 def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, secret: str,
-              fsync: str | None = "always") -> str:
+              fsync: str | None = "always", groups: int = 1) -> str:
     """The `serve --config` file of node ``me``; relative paths resolve against its directory,
     and the secret is read from the file ``secret`` there. ``fsync`` None: in memory only (Raft's
     state still survives a restart, in nK.state); otherwise each node keeps a data-dir nK.data."""
     nodes = tuple(NodeSpec(n.name, Address(HOST, n.raft), Address(HOST, n.stream), Address(HOST, n.http))
                   for n in plan)
-    cluster = ClusterConfig("local", secret, nodes, replication=Replication(policy=policy, forward=forward))
+    cluster = ClusterConfig("local", secret, nodes, replication=Replication(policy=policy, forward=forward),
+                            groups=groups)
     if fsync is None:
         node = NodeConfig(me.name, cluster, history_path=f"{me.name}.history.jsonl", state_dir=f"{me.name}.state")
     else:
@@ -149,7 +157,7 @@ def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, se
 
 
 def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: bool,
-                  fsync: str | None = "always") -> dict[str, Path]:
+                  fsync: str | None = "always", groups: int = 1) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(32)
     fd = os.open(directory / "secret", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -158,7 +166,7 @@ def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: b
     paths = {}
     for me in plan:
         path = directory / f"{me.name}.toml"
-        path.write_text(node_toml(plan, me, policy, forward, secret, fsync))
+        path.write_text(node_toml(plan, me, policy, forward, secret, fsync, groups))
         paths[me.name] = path
     return paths
 
@@ -192,9 +200,10 @@ def _get_status(url: str, timeout: float = 1.0) -> NodeStatus | None:
 
 class LocalCluster:
     def __init__(self, directory: Path, plan: list[NodePlan], policy: str = "majority", forward: bool = True,
-                 log_level: str = "INFO", fsync: str | None = "always"):
+                 log_level: str = "INFO", fsync: str | None = "always", groups: int = 1):
         self.directory, self.plan, self.policy, self.forward = directory, plan, policy, forward
         self.fsync = fsync
+        self.groups = groups
         self.log_level = log_level
         self.procs: dict[str, subprocess.Popen] = {}
         self.configs: dict[str, Path] = {}
@@ -203,7 +212,7 @@ class LocalCluster:
         return self.directory / f"{name}.log"
 
     def start(self) -> None:
-        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward, self.fsync)
+        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward, self.fsync, self.groups)
         linux = sys.platform.startswith("linux")
         for n in self.plan:
             with open(self.log_path(n.name), "wb") as log:
@@ -221,9 +230,13 @@ class LocalCluster:
 
     @staticmethod
     def ready_master(statuses: dict[str, NodeStatus | None]) -> str | None:
-        """The master every node agrees on, once it serves; else None."""
+        """The master every node agrees on, once it serves; else None. With several groups:
+        group 0's, once every group has a master that every node names and that serves it."""
         if any(st is None for st in statuses.values()):
             return None
+        if any(st.groups for st in statuses.values()):   # type: ignore[union-attr]
+            masters = group_masters(statuses)
+            return masters[0] if masters else None
         masters = {st.master for st in statuses.values()}
         if len(masters) != 1 or None in masters:
             return None
@@ -234,6 +247,9 @@ class LocalCluster:
         if st.replication.enabled and st.replication.serving is False:
             return None
         return master
+
+    def group_masters(self) -> list[str] | None:
+        return group_masters(self.statuses())
 
     def stop(self, timeout: float = 10.0) -> list[str]:
         """SIGTERM every live node, SIGKILL what is left after ``timeout``; the killed ones."""
@@ -250,6 +266,22 @@ class LocalCluster:
                 p.wait()
                 killed.append(name)
         return killed
+
+
+def group_masters(statuses: dict[str, NodeStatus | None]) -> list[str] | None:
+    """Each group's master, once every node names the same ones and each serves its groups;
+    else None."""
+    if any(st is None or not st.groups for st in statuses.values()):
+        return None
+    seen = {tuple(g.master for g in st.groups) for st in statuses.values()}   # type: ignore[union-attr]
+    if len(seen) != 1:
+        return None
+    masters = list(seen.pop())
+    for g, master in enumerate(masters):
+        st = statuses.get(master)   # type: ignore[arg-type]
+        if st is None or not st.groups[g].serving:
+            return None
+    return masters   # type: ignore[return-value]
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -278,6 +310,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="no data-dirs: queues and messages live in memory only and a restart of every "
                         "node loses them (Raft's state still goes to DIR/nK.state)")
+    p.add_argument("--groups", type=int, metavar="G",
+                   help="replication groups, each with its own master (default: the number of nodes "
+                        "with --in-memory, else 1: a node of several groups keeps no data-dir yet)")
     p.add_argument("--start-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the nodes to agree on a master (default 30)")
     p.add_argument("--stop-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -305,13 +340,20 @@ def run(args: argparse.Namespace) -> int:
     except LocalClusterError as e:
         _err(str(e))
         return 1
+    groups = args.groups if args.groups is not None else len(plan) if args.in_memory else 1
+    if not 1 <= groups <= MAX_GROUPS:
+        _err(f"--groups must be between 1 and {MAX_GROUPS}")
+        return 1
+    if groups > 1 and not args.in_memory:
+        _err(f"--groups {groups} needs --in-memory: a node of several replication groups keeps no data-dir yet")
+        return 1
     directory = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="elasticmq-py-local-"))
 
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
     fsync = None if args.in_memory else args.fsync
-    cluster = LocalCluster(directory, plan, args.policy, args.forward, args.log_level, fsync)
+    cluster = LocalCluster(directory, plan, args.policy, args.forward, args.log_level, fsync, groups)
     try:
         print(f"elasticmq-py local-cluster: starting {len(plan)} nodes in {directory}", flush=True)
         try:
@@ -347,7 +389,11 @@ def run(args: argparse.Namespace) -> int:
         for n in plan:
             lines.append(f"  {n.name.ljust(width)}  {n.url}  pid {cluster.procs[n.name].pid}  "
                          f"{_role(n.name, master, statuses[n.name], args.forward)}")
-        lines += [f"master     {master}  {by_name[master].url}",
+        lines.append(f"master     {master}  {by_name[master].url}")
+        if groups > 1:
+            masters = group_masters(statuses) or []
+            lines.append("groups     " + ", ".join(f"g{g} {m}" for g, m in enumerate(masters)))
+        lines += [
                   f"directory  {directory}",
                   f"data       {directory}/nK.data per node (fsync {fsync})" if fsync is not None
                   else "data       in memory only (--in-memory): a restart of every node loses it",

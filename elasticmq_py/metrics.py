@@ -103,6 +103,26 @@ class _ClusterCollector:
             yield GaugeMetricFamily("elasticmq_cluster_auth_failures",
                                     "Raft connections refused for a wrong cluster secret",
                                     value=st.raft.auth_failures)
+        if st.groups:
+            yield from _group_gauges(st)
+
+
+def _group_gauges(st: NodeStatus):
+    """Replication groups ([cluster] groups >= 2): one series per group, labelled ``group``."""
+    master = GaugeMetricFamily("elasticmq_cluster_group_master",
+                               "1 if this node is the group's master, as the committed view names it", labels=["group"])
+    serving = GaugeMetricFamily("elasticmq_cluster_group_serving",
+                                "1 while this node is the group's active master (serves its queues)", labels=["group"])
+    epoch = GaugeMetricFamily("elasticmq_cluster_group_epoch", "The group's epoch", labels=["group"])
+    queues = GaugeMetricFamily("elasticmq_cluster_group_queues", "Queues in this node's copy of the group",
+                               labels=["group"])
+    for g in st.groups:
+        label = [str(g.id)]
+        master.add_metric(label, 1 if g.master == st.node else 0)
+        serving.add_metric(label, 1 if g.serving else 0)
+        epoch.add_metric(label, g.epoch)
+        queues.add_metric(label, g.queues)
+    yield from (master, serving, epoch, queues)
 
 
 class _ReplicationCollector:

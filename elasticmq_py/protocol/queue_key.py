@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import msgspec
 
-from storage.commands import Namespace, QueueKey
+from storage.commands import Command, CreateQueue, GetQueueUrl, Namespace, QueueKey
 from storage.errors import SqsError
 
 from elasticmq_py.protocol import query_proto
@@ -86,3 +86,18 @@ def queue_key_of(req, region: str, account: str | None) -> QueueKey | None:
     if not key.account:   # named no account, and the signer's is not known here
         return None
     return key
+
+
+def key_of(command: Command) -> QueueKey | None:
+    """The queue a parsed command names, or ``None`` (ListQueues, the move tasks): with queue
+    groups, the queue whose group runs it."""
+    q = getattr(command, "queue", None)
+    if q is not None:
+        return q
+    t = type(command)
+    if t is CreateQueue and command.name is not None:
+        return command.ns.key(command.name)
+    if t is GetQueueUrl and command.name is not None:
+        return QueueKey(command.ns.region, command.owner_account or command.ns.account, command.name)
+    return None
+

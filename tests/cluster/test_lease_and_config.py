@@ -120,10 +120,23 @@ def test_config_from_toml_file(tmp_path):
     ({"nodes": [{"name": "n1", "raft": "127.0.0.1:1"}, {"name": "n1", "raft": "127.0.0.1:2"}]}, "duplicate"),
     ({"replication": {"gather-ms": -1}}, "gather-ms"),
     ({"replication": {"gather-ms": 1.5}}, "gather-ms"),
+    ({"groups": 0}, "groups must be a whole number from 1 to 255"),
+    ({"groups": 256}, "groups must be"),
+    ({"groups": True}, "groups must be"),
+    ({"groups": "3"}, "groups must be"),
+    ({"groups": 3, "storage": {"data-dir": "d"}}, "keeps no journal yet"),
 ])
 def test_config_errors(bad, match):
     with pytest.raises(ConfigError, match=match):
         NodeConfig.from_dict(_doc(**bad))
+
+
+def test_groups_default_to_one_and_round_trip():
+    one = NodeConfig.from_dict(_doc())
+    assert one.cluster.groups == 1 and "groups" not in one.to_dict()   # a one-group file reads as before
+    three = NodeConfig.from_dict(_doc(groups=3))
+    assert three.cluster.groups == 3 and three.to_dict()["groups"] == 3
+    assert NodeConfig.from_dict(json.loads(json.dumps(three.to_dict()))) == three
 
 
 def test_the_gather_is_on_by_default_and_can_be_set_or_turned_off():

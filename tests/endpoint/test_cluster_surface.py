@@ -67,6 +67,13 @@ def test_links_are_encrypted_unless_the_cluster_section_says_otherwise(tmp_path)
     assert again.cluster.encrypt_links is False, "the written [cluster] keeps the setting"
 
 
+def test_groups_come_from_the_cluster_section_and_are_written_back(tmp_path):
+    assert _load(tmp_path, CLUSTER_TOML).cluster.cluster.groups == 1
+    node = _load(tmp_path, CLUSTER_TOML.replace('secret = "s3"', 'secret = "s3"\ngroups = 3')).cluster
+    assert node.cluster.groups == 3
+    assert _load(tmp_path, server_toml(node, host="127.0.0.1", port=0)).cluster.cluster.groups == 3
+
+
 def test_without_cluster_section_nothing_changes(tmp_path):
     cfg = _load(tmp_path, 'port = 1234\n')
     assert cfg.cluster is None and cfg.admin_from == ("127.0.0.1/32", "::1/128")
@@ -82,6 +89,10 @@ def test_without_cluster_section_nothing_changes(tmp_path):
     (lambda t: t.replace('["10.0.0.0/8"]', '["not-an-address"]'), "admin-from"),
     (lambda t: t.replace('secret = "s3"', 'secret = "s3"\nencrypt-links = "no"'), "encrypt-links must be true or false"),
     (lambda t: t.replace('secret = "s3"', 'secret = "s3"\nencrypt-link = false'), "unknown key"),
+    (lambda t: t.replace('secret = "s3"', 'secret = "s3"\ngroups = 0'), "groups must be a whole number"),
+    # several groups have no journal yet: a data-dir is refused rather than silently unused
+    (lambda t: 'storage = { data-dir = "d" }\n' + t.replace('secret = "s3"', 'secret = "s3"\ngroups = 2'),
+     "keeps no journal yet"),
 ])
 def test_cluster_section_errors(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):

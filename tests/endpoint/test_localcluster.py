@@ -189,6 +189,32 @@ def test_a_misspelt_log_level_is_a_usage_error_before_anything_starts(tmp_path):
     assert not list(tmp_path.iterdir()), "nothing was started or written"
 
 
+def test_several_groups_need_in_memory_nodes_for_now(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "elasticmq_py", "local-cluster", "--http-port", "0",
+                        "--dir", str(tmp_path), "--groups", "3"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "--groups 3 needs --in-memory" in p.stderr, p.stderr
+    assert not list(tmp_path.iterdir()), "nothing was started or written"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_in_memory_nodes_get_a_group_per_node_and_the_banner_names_their_masters(tmp_path):
+    cmd = Command("--nodes", "3", "--http-port", "0", "--dir", str(tmp_path), "--in-memory", "--log-level", "WARNING")
+    try:
+        out = cmd.read_until("ready:", 30)
+        [groups] = [line for line in out if line.startswith("groups ")]
+        masters = [part.split()[1] for part in groups.split(None, 1)[1].split(", ")]
+        assert [part.split()[0] for part in groups.split(None, 1)[1].split(", ")] == ["g0", "g1", "g2"], out
+        # (spread over the members from the first view that holds them all: test_groups_process.py)
+        assert set(masters) <= {"n1", "n2", "n3"}, out
+        [master] = [m[1] for m in map(MASTER_LINE.match, out) if m]
+        assert master == masters[0], out     # "master" is group 0's
+        cmd.proc.send_signal(signal.SIGINT)
+        assert cmd.proc.wait(20) == 0, cmd.proc.stderr.read()
+    finally:
+        cmd.close()
+    assert 'groups = 3' in (tmp_path / "n1.toml").read_text()
+
+
 def test_port_plan():
     plan = localcluster.plan_ports(3, 9324)
     assert [(n.name, n.http, n.raft, n.stream) for n in plan] == [

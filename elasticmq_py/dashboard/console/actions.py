@@ -14,11 +14,13 @@ link, and the master runs it here (``serve_forwarded``, never forwarded again); 
 refuses clients refuses it with SQS's retryable 503. The forwarded request is the SQS action
 and its JSON body, not the console's HTTP request: the session and CSRF checks were made by the
 member the operator is logged in to, and the master trusts what a member sends on a link that
-only the cluster secret opens, as it trusts forwarded client requests.
+only the cluster secret opens, as it trusts forwarded client requests. With replication groups
+the master is the action's queue's group master (``_group``), as for a client request.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable
 
@@ -28,7 +30,7 @@ from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
 from cluster.node_actions import LOCAL, ForwardTo
 
 from elasticmq_py.protocol import json_proto, requests, responses
-from elasticmq_py.protocol.addressing import base_url
+from elasticmq_py.protocol.addressing import base_url, key_from_queue_url
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,8 @@ def execute(endpoint: Any, action: str, body: bytes, ns: Namespace, host: str | 
     """Run ``action`` (its JSON body) in ``ns`` where SQS would run it; ``done(answer, master)``,
     ``master`` naming the member it was forwarded to (None: this node answered)."""
     backend = endpoint.backend
-    route = backend.route()
+    group = _group(backend, body, ns)
+    route = backend.route() if group is None else backend.route(group)
     if route is LOCAL:
         execute_here(endpoint, action, body, ns, host, lambda resp: done(resp, None))
     elif type(route) is ForwardTo:
@@ -77,14 +80,16 @@ def execute(endpoint: Any, action: str, body: bytes, ns: Namespace, host: str | 
         if host:
             headers["host"] = host
         backend.forward(HttpRequest("POST", EXECUTE_PATH, b"", headers, body),
-                        lambda resp, err: done(resp if err is None else error(err), route.master))
+                        lambda resp, err: done(resp if err is None else error(err), route.master),
+                        *(() if group is None else (group,)))
     else:
         done(error(SERVICE_UNAVAILABLE(f"{route.reason} The request was not executed; retry.")), None)
 
 
-def serve_forwarded(endpoint: Any, req: HttpRequest, respond: Answered) -> None:
-    """The master's side of ``execute``: a member forwarded an action to it."""
-    route = endpoint.backend.route()
+def serve_forwarded(endpoint: Any, req: HttpRequest, respond: Answered, group: int | None = None) -> None:
+    """The master's side of ``execute``: a member forwarded an action to it (``group``: the
+    group it was routed to, with replication groups)."""
+    route = endpoint.backend.route() if group is None else endpoint.backend.route(group)
     if route is not LOCAL:
         reason = getattr(route, "reason", "This node is not the active master any more.")
         respond(error(SERVICE_UNAVAILABLE(f"{reason} The request was not executed; retry.")))
@@ -96,6 +101,19 @@ def serve_forwarded(endpoint: Any, req: HttpRequest, respond: Answered) -> None:
         respond(HttpResponse(400, (), b"not a console action"))
         return
     execute_here(endpoint, action, req.body, Namespace(region, account), req.headers.get("host"), respond)
+
+
+def _group(backend: Any, body: bytes, ns: Namespace) -> int | None:
+    """With replication groups, the group of the action's queue (0 for none, or one no group
+    holds, as the endpoint routes them); None with one group."""
+    if getattr(backend, "groups", 1) == 1:
+        return None
+    try:
+        url = json.loads(body).get("QueueUrl")
+        key = key_from_queue_url(url, ns) if isinstance(url, str) else None
+    except (ValueError, AttributeError, SqsError):
+        return 0          # the parse on the master answers the error
+    return (backend.group_of(key) if key is not None else None) or 0
 
 
 def execute_here(endpoint: Any, action: str, body: bytes, ns: Namespace, host: str | None,
