@@ -378,10 +378,6 @@ class NodeConfig:
     def __post_init__(self) -> None:
         if self.self_name not in self.cluster.names:
             raise ConfigError(f"self {self.self_name!r} is not one of the nodes {list(self.cluster.names)}")
-        if self.cluster.groups > 1 and self.durability is not None:
-            raise ConfigError(f"groups = {self.cluster.groups} with a data-dir ([storage]): a node of several "
-                              "replication groups keeps no journal yet (their shared journal is not built); "
-                              "remove [storage] or set groups = 1")
 
     @property
     def spec(self) -> NodeSpec:

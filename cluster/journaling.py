@@ -1,5 +1,8 @@
 """A node's journal bound to its event loop: recovery at start, the writer thread, and the
 journal actions of the node cores (Persist, PersistReset, Snapshot, ForgetDropped) carried out.
+A member of several replication groups keeps one shared journal (cluster/journal/shared.py) for
+all of them: ``open_shared_journal`` recovers every group, and the binding hands each action to
+the shared writer with its group.
 
 Both a cluster member (cluster/replicated.py) and a journaled single node
 (elasticmq_py/durable.py) use it. Every decision (what to persist, when an ack, an answer or a
@@ -23,7 +26,9 @@ from cluster.compaction import Snapshot
 from cluster.config import Durability
 from cluster.journal.disk import OsDisk
 from cluster.journal.journal import Journal, Recovery
-from cluster.journal.shared_recovery import JournalFormatMismatch, require_format
+from cluster.journal.shared import SharedJournal
+from cluster.journal.shared_recovery import GroupRecovery, JournalFormatMismatch, require_format
+from cluster.journal.shared_writer import SharedJournalWriter
 from cluster.journal.writer import JournalWriter
 from cluster.node_actions import ForgetDropped, Persist, PersistReset
 from cluster.replication.log import Entry, ReplicationLog
@@ -49,7 +54,7 @@ class Recovered:
     entries_dropped: bool    # `journal truncate` dropped fsynced entries (its marker is there)
 
 
-def rebuild(rec: Recovery, new_storage: Callable[[], Storage],
+def rebuild(rec: Recovery | GroupRecovery, new_storage: Callable[[], Storage],
             log_limit_bytes: int) -> tuple[Storage, ReplicationLog]:
     """The state and the log a journal's recovery holds: its snapshot, then every entry after
     the snapshot's position (the simulator rebuilds its nodes with this very function)."""
@@ -70,12 +75,9 @@ def open_journal(durability: Durability, new_storage: Callable[[], Storage],
     """Lock the data-dir's journal and rebuild the state and the log it holds."""
     started = time.monotonic()
     where = durability.journal_dir
-    existed = os.path.isdir(where) and any(n.endswith((".seg", ".snap")) for n in os.listdir(where))
+    existed = _existed(where)
     try:
-        os.makedirs(where, exist_ok=True)
-        if not os.access(where, os.W_OK | os.X_OK):
-            raise PermissionError(f"{where} is not writable")
-        disk = OsDisk(where)
+        disk = _disk(where)
         try:
             require_format(disk, 1)     # a shared journal (groups >= 2) is not this node's to read
         except JournalFormatMismatch:
@@ -103,6 +105,43 @@ def open_journal(durability: Durability, new_storage: Callable[[], Storage],
     return journal, recovered
 
 
+def open_shared_journal(durability: Durability, groups: int, new_storage: Callable[[], Storage],
+                        log_limit_bytes: int) -> tuple[SharedJournal, tuple[Recovered, ...]]:
+    """Lock the data-dir's shared journal and rebuild each group's state and log from it."""
+    started = time.monotonic()
+    where = durability.journal_dir
+    existed = _existed(where)
+    try:
+        journal, rec = SharedJournal.open(_disk(where), groups)
+    except (OSError, RuntimeError, ValueError) as e:
+        raise DataDirError(f"data-dir {durability.data_dir}: {e}") from e
+    try:
+        state = [rebuild(g, new_storage, log_limit_bytes) for g in rec.groups]
+    except Exception as e:
+        journal.close()
+        raise DataDirError(f"data-dir {durability.data_dir}: the journal's records do not rebuild a state "
+                           f"({type(e).__name__}: {e}); see `elasticmq-py journal check`") from e
+    seconds = time.monotonic() - started
+    recovered = tuple(
+        Recovered(st, lg, existed, seconds, len(g.entries), st.message_count(),
+                  g.snapshot.at_seq if g.snapshot is not None else None, rec.truncated, rec.entries_dropped)
+        for (st, lg), g in zip(state, rec.groups))
+    log.info("journal %s: recovered %d groups, %d messages, in %.2f s", where, len(recovered),
+             sum(r.messages for r in recovered), seconds)
+    return journal, recovered
+
+
+def _existed(where: str) -> bool:
+    return os.path.isdir(where) and any(n.endswith((".seg", ".snap")) for n in os.listdir(where))
+
+
+def _disk(where: str) -> OsDisk:
+    os.makedirs(where, exist_ok=True)
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise PermissionError(f"{where} is not writable")
+    return OsDisk(where)
+
+
 def _ms(v: float | None) -> float | None:
     return round(v, 3) if v is not None else None
 
@@ -111,7 +150,7 @@ class JournalBinding:
     """The writer thread for a loop: ``do`` takes a core's journal action; ``on_persisted(token)``
     and ``on_failed(reason)`` are called on the loop."""
 
-    def __init__(self, journal: Journal, durability: Durability, loop: asyncio.AbstractEventLoop,
+    def __init__(self, journal: Journal | SharedJournal, durability: Durability, loop: asyncio.AbstractEventLoop,
                  on_persisted: Callable[[int], None], on_failed: Callable[[str], None]) -> None:
         self.journal = journal
         self.durability = durability
@@ -119,8 +158,10 @@ class JournalBinding:
         self._on_persisted = on_persisted
         self._on_failed = on_failed
         self.failed: str | None = None
-        self.writer = JournalWriter(journal, durability.fsync, interval_ms=durability.fsync_interval_ms,
-                                    on_durable=self._durable, on_error=self._error)
+        self.shared = isinstance(journal, SharedJournal)
+        writer = SharedJournalWriter if self.shared else JournalWriter
+        self.writer = writer(journal, durability.fsync, interval_ms=durability.fsync_interval_ms,   # type: ignore[arg-type]
+                             on_durable=self._durable, on_error=self._error)
 
     def do(self, action: Any) -> None:
         if self.failed is not None:
@@ -129,11 +170,19 @@ class JournalBinding:
         try:
             if t is Persist:
                 # the log's entries carry what a JournalEntry does (seq, written_epoch, mutations)
-                self.writer.submit(action.token, action.entries)
+                if self.shared:
+                    self.writer.submit(action.token, action.group, action.entries)   # type: ignore[call-arg]
+                else:
+                    self.writer.submit(action.token, action.entries)
             elif t is PersistReset:
-                self.writer.submit_reset(action.token, action.seq, action.epoch, list(action.blobs))
+                if self.shared:
+                    self.writer.submit_reset(action.token, action.group, action.seq, action.epoch,  # type: ignore
+                                             list(action.blobs))
+                else:
+                    self.writer.submit_reset(action.token, action.seq, action.epoch, list(action.blobs))
             elif t is Snapshot:
-                snap = self.writer.begin_snapshot(action.at_seq, action.at_epoch)
+                snap = self.writer.begin_snapshot(action.group, action.at_seq, action.at_epoch) if self.shared \
+                    else self.writer.begin_snapshot(action.at_seq, action.at_epoch)   # type: ignore[call-arg]
                 for blob in action.blobs:
                     snap.add(blob)
                 snap.finish(action.end_seq, self._snapshot_done)
@@ -153,9 +202,17 @@ class JournalBinding:
         w = self.writer.stats()
         j = self.journal.stats()
         snap = j.last_snapshot
+        if self.shared:   # group 0's position where one group's is, then every group's
+            groups = j.groups    # type: ignore[union-attr]
+            positions: dict[str, Any] = {
+                "last_seq": groups[0].last_seq, "durable_seq": groups[0].durable_seq,
+                "groups": [{"group": p.group, "last_seq": p.last_seq, "durable_seq": p.durable_seq,
+                            "snapshot_seq": p.snapshot_at_seq} for p in groups]}
+        else:
+            positions = {"last_seq": j.last_seq, "durable_seq": j.durable_seq}   # type: ignore[union-attr]
         return {
             "data_dir": self.durability.data_dir, "fsync": w.policy, "bytes": j.bytes_on_disk,
-            "segments": j.segments, "last_seq": j.last_seq, "durable_seq": j.durable_seq,
+            "segments": j.segments, **positions,
             "fsyncs": w.fsyncs, "fsyncs_per_s": round(w.fsyncs_per_s, 1),
             "fsync_ms_last": _ms(w.last_fsync_ms), "fsync_ms_avg": _ms(w.avg_fsync_ms),
             "entries_per_fsync": round(w.entries_per_fsync, 2) if w.entries_per_fsync is not None else None,

@@ -49,7 +49,8 @@ from cluster.node_actions import (
     ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
-from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal
+from cluster import view_floor
+from cluster.journaling import JournalBinding, Recovered, journal_status, open_journal, open_shared_journal
 from cluster.replication.core import StorageReplaced
 from cluster.replication.master import Limits
 from cluster.replication.messages import AckPolicy, Forward, ForwardBatch, ForwardReplies, ForwardReply, Rejected, Send
@@ -108,6 +109,9 @@ class ReplicatedStorage:
         # ``raft``: pysyncobj's runtime; tests of this runtime alone script Raft's side instead
         self.n_groups = groups = config.cluster.groups
         self.membership = raft(config, self)
+        # several groups: the newest view applied, kept where Raft's state is (cluster/view_floor.py)
+        self._floor_dir = config.raft_state_dir if groups > 1 else None
+        self._floor = view_floor.read(self._floor_dir) if self._floor_dir else 0
         durability = config.durability
         log_limit = rep.log_limit_mb * 1024 * 1024
         settings = CoreSettings(
@@ -121,7 +125,16 @@ class ReplicatedStorage:
         self.recovered: Recovered | None = None
         self._journal = None
         self._binding: JournalBinding | None = None
-        if durability is not None:
+        group_state = None
+        if durability is not None and groups > 1:
+            # one shared journal for every group (cluster/journal/shared.py)
+            self._journal, every = open_shared_journal(durability, groups, new_storage, log_limit)
+            self.recovered = every[0]
+            group_state = [(r.storage, r.log) for r in every]
+            storage, rlog = group_state[0]
+            dropped = self.recovered.entries_dropped
+            amnesiac = restarts_amnesiac(self.membership.restarted, durability.fsync, self.recovered.existed, dropped)
+        elif durability is not None:
             self._journal, self.recovered = open_journal(durability, new_storage, log_limit)
             storage, rlog = self.recovered.storage, self.recovered.log
             dropped = self.recovered.entries_dropped
@@ -132,7 +145,8 @@ class ReplicatedStorage:
         self.core = NodeCore(
             self.name, config.cluster.names, settings, storage, new_storage,
             incarnation=random.SystemRandom().getrandbits(62), amnesiac=amnesiac, entries_dropped=dropped, log=rlog,
-            started=self._now())
+            started=self._now(), group_state=group_state,
+            view_floor=self._floor)
         if groups == 1:
             self.stream = StreamTransport(config.cluster, self.name, on_frame=self._on_frame,
                                           on_drained=self._event_ended)
@@ -323,6 +337,11 @@ class ReplicatedStorage:
         self.core.leader_contact(leader, at)
 
     def view_committed(self, view: View) -> None:
+        if self._floor_dir is not None and view.view_id > self._floor:
+            # durably before the core installs it: after a restart this node masters no slot
+            # a view it may have acted on assigned
+            view_floor.record(self._floor_dir, view.view_id)
+            self._floor = view.view_id
         self._act(self.core.view_committed(view, self._now()))
 
     def placed(self, key: Any, group: int) -> None:

@@ -177,6 +177,15 @@ class JournalInfo:
     last_snapshot: SnapshotInfo | None = None
     recovery: RecoveryInfo | None = None
     error: str | None = None      # the journal failed: the node stores nothing until restarted
+    groups: tuple[JournalGroupInfo, ...] = ()   # each group's position, in a shared journal
+
+
+@dataclass(frozen=True)
+class JournalGroupInfo:
+    group: int
+    last_seq: int
+    durable_seq: int
+    snapshot_seq: int | None
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,6 @@ def test_config_from_toml_file(tmp_path):
     ({"groups": 256}, "groups must be"),
     ({"groups": True}, "groups must be"),
     ({"groups": "3"}, "groups must be"),
-    ({"groups": 3, "storage": {"data-dir": "d"}}, "keeps no journal yet"),
 ])
 def test_config_errors(bad, match):
     with pytest.raises(ConfigError, match=match):

@@ -90,9 +90,6 @@ def test_without_cluster_section_nothing_changes(tmp_path):
     (lambda t: t.replace('secret = "s3"', 'secret = "s3"\nencrypt-links = "no"'), "encrypt-links must be true or false"),
     (lambda t: t.replace('secret = "s3"', 'secret = "s3"\nencrypt-link = false'), "unknown key"),
     (lambda t: t.replace('secret = "s3"', 'secret = "s3"\ngroups = 0'), "groups must be a whole number"),
-    # several groups have no journal yet: a data-dir is refused rather than silently unused
-    (lambda t: 'storage = { data-dir = "d" }\n' + t.replace('secret = "s3"', 'secret = "s3"\ngroups = 2'),
-     "keeps no journal yet"),
 ])
 def test_cluster_section_errors(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
