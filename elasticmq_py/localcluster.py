@@ -16,8 +16,8 @@ messages, and Raft's state; ``--in-memory`` keeps messages in memory and Raft's 
 analysed afterwards. Started again on the same --dir, the nodes recover what they stored.
 
 ``--groups G`` splits the queues into G replication groups, each with a master of its own, so
-every node masters some (``[cluster] groups``). A node of several groups keeps no data-dir yet,
-so G >= 2 runs in memory: ``--in-memory`` defaults G to the number of nodes, a data-dir to 1.
+every node masters some (``[cluster] groups``; default: one per node). Each node's groups share
+one journal in its data-dir.
 
 Once every node answers GET /cluster and they agree on a master, the command prints (a format the
 tests parse, keep it stable)::
@@ -311,8 +311,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="no data-dirs: queues and messages live in memory only and a restart of every "
                         "node loses them (Raft's state still goes to DIR/nK.state)")
     p.add_argument("--groups", type=int, metavar="G",
-                   help="replication groups, each with its own master (default: the number of nodes "
-                        "with --in-memory, else 1: a node of several groups keeps no data-dir yet)")
+                   help="replication groups, each with its own master (default: the number of nodes)")
     p.add_argument("--start-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the nodes to agree on a master (default 30)")
     p.add_argument("--stop-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -340,12 +339,9 @@ def run(args: argparse.Namespace) -> int:
     except LocalClusterError as e:
         _err(str(e))
         return 1
-    groups = args.groups if args.groups is not None else len(plan) if args.in_memory else 1
+    groups = args.groups if args.groups is not None else len(plan)
     if not 1 <= groups <= MAX_GROUPS:
         _err(f"--groups must be between 1 and {MAX_GROUPS}")
-        return 1
-    if groups > 1 and not args.in_memory:
-        _err(f"--groups {groups} needs --in-memory: a node of several replication groups keeps no data-dir yet")
         return 1
     directory = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="elasticmq-py-local-"))
 

@@ -134,24 +134,16 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
         assert 'elasticmq_cluster_group_queues{group="0"} 2.0' in metrics
 
 
-@pytest.mark.parametrize("raft_leader", [False, True], ids=["a-follower", "the-raft-leader"])
-def test_kill_9_of_a_member_pauses_only_its_group(groups3, raft_leader):
-    cluster, masters = groups3
-    paths = _create(cluster)
-    leader = _status(cluster.plan[0].url)["leader"]
-    victim = leader if raft_leader else next(m for m in masters if m != leader)
-    lost = masters.index(victim)
-    survivors = [n for n in cluster.plan if n.name != victim]
-
-    # Producers: one per queue, through the survivors' endpoints in turn, each retrying a send
-    # that did not come back ok (a new body each time: only acknowledged sends are counted).
+def _producers(nodes: list, paths: dict[str, str], stop: threading.Event, timeout: float):
+    """A producer per queue, through ``nodes``' endpoints in turn, each retrying a send that did
+    not come back ok (a new body each time: only acknowledged sends are counted), until ``stop``.
+    (acked bodies, errors with their times and codes, times of the oks, the threads) per queue."""
     acked: dict[str, list[str]] = {q: [] for q in QUEUES}
     errors: dict[str, list[tuple[float, str]]] = {q: [] for q in QUEUES}
     oks: dict[str, list[float]] = {q: [] for q in QUEUES}
-    stop = threading.Event()
 
     def produce(q: str) -> None:
-        clients = [(n, sqs_client(n.url, timeout=3)) for n in survivors]
+        clients = [(n, sqs_client(n.url, timeout=timeout)) for n in nodes]
         k = 0
         while not stop.is_set():
             n, sqs = clients[k % len(clients)]
@@ -171,6 +163,20 @@ def test_kill_9_of_a_member_pauses_only_its_group(groups3, raft_leader):
     threads = [threading.Thread(target=produce, args=(q,), daemon=True) for q in QUEUES]
     for t in threads:
         t.start()
+    return acked, errors, oks, threads
+
+
+@pytest.mark.parametrize("raft_leader", [False, True], ids=["a-follower", "the-raft-leader"])
+def test_kill_9_of_a_member_pauses_only_its_group(groups3, raft_leader):
+    cluster, masters = groups3
+    paths = _create(cluster)
+    leader = _status(cluster.plan[0].url)["leader"]
+    victim = leader if raft_leader else next(m for m in masters if m != leader)
+    lost = masters.index(victim)
+    survivors = [n for n in cluster.plan if n.name != victim]
+
+    stop = threading.Event()
+    acked, errors, oks, threads = _producers(survivors, paths, stop, timeout=3)
     time.sleep(1.5)
     killed_at = time.time()
     cluster.procs[victim].kill()
@@ -226,3 +232,55 @@ def test_kill_9_of_a_member_pauses_only_its_group(groups3, raft_leader):
                 sqs.delete_message(QueueUrl=n.url + paths[q], ReceiptHandle=m["ReceiptHandle"])
         missing = set(acked[q]) - got
         assert not missing, (q, len(missing), sorted(missing)[:5])
+
+
+def _until_every_group_serves(cluster: localcluster.LocalCluster, deadline_s: float) -> list[str]:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        assert not cluster.exited(), f"a node exited: {cluster.exited()}"
+        masters = cluster.group_masters()
+        if masters is not None:
+            return masters
+        assert time.monotonic() < deadline, f"no master for every group: {cluster.statuses()}"
+        time.sleep(0.1)
+
+
+def test_kill_9_of_every_member_with_journals_loses_nothing_acknowledged(tmp_path):
+    """Each member keeps every group's entries in one shared journal (fsync = always): a kill -9
+    of the whole cluster under load, then a restart from the data-dirs, gives back every send
+    that was acknowledged, in every group."""
+    plan = localcluster.plan_ports(3, 0)
+    cluster = localcluster.LocalCluster(tmp_path, plan, fsync="always", groups=3, log_level="WARNING")
+    cluster.start()
+    try:
+        _until_every_group_serves(cluster, 30)
+        paths = _create(cluster)
+        stop = threading.Event()
+        acked, _, _, threads = _producers(plan, paths, stop, timeout=2)
+        time.sleep(2.0)
+        for p in cluster.procs.values():          # as close to a power cut as processes get
+            p.kill()
+        stop.set()
+        for p in cluster.procs.values():
+            p.wait(5)
+        for t in threads:
+            t.join(10)
+        assert all(len(v) > 5 for v in acked.values()), {q: len(v) for q, v in acked.items()}
+        cluster.start()                           # the same data-dirs
+        _until_every_group_serves(cluster, 30)
+        for q in QUEUES:
+            sqs = _retrying(plan[0].url)
+            got: set[str] = set()
+            empty = 0
+            while empty < 2:
+                msgs = sqs.receive_message(QueueUrl=plan[0].url + paths[q], MaxNumberOfMessages=10,
+                                           VisibilityTimeout=60).get("Messages", [])
+                empty = empty + 1 if not msgs else 0
+                got |= {m["Body"] for m in msgs}
+            missing = set(acked[q]) - got
+            assert not missing, (q, len(missing), sorted(missing)[:5])
+        for n in plan:                            # one shared journal per member
+            data = tmp_path / f"{n.name}.data"
+            assert any(p.name.startswith("shared-") for p in data.rglob("*.seg")), sorted(data.rglob("*"))
+    finally:
+        cluster.stop()

@@ -94,7 +94,8 @@ def _status(url: str) -> dict:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_three_nodes_start_serve_and_stop_on_ctrl_c(tmp_path):
-    cmd = Command("--nodes", "3", "--http-port", "0", "--dir", str(tmp_path), "--log-level", "WARNING")
+    # one group: one master for every queue (a group per node is the next test's)
+    cmd = Command("--nodes", "3", "--http-port", "0", "--dir", str(tmp_path), "--groups", "1", "--log-level", "WARNING")
     try:
         out = cmd.read_until("ready:", 30)
         nodes = {m[1]: (m[2], int(m[3]), m[4]) for m in map(NODE_LINE.match, out) if m}
@@ -189,16 +190,16 @@ def test_a_misspelt_log_level_is_a_usage_error_before_anything_starts(tmp_path):
     assert not list(tmp_path.iterdir()), "nothing was started or written"
 
 
-def test_several_groups_need_in_memory_nodes_for_now(tmp_path):
+def test_a_group_count_out_of_bounds_is_a_clear_error_before_anything_starts(tmp_path):
     p = subprocess.run([sys.executable, "-m", "elasticmq_py", "local-cluster", "--http-port", "0",
-                        "--dir", str(tmp_path), "--groups", "3"], cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1 and "--groups 3 needs --in-memory" in p.stderr, p.stderr
+                        "--dir", str(tmp_path), "--groups", "0"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "--groups must be between 1 and" in p.stderr, p.stderr
     assert not list(tmp_path.iterdir()), "nothing was started or written"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_in_memory_nodes_get_a_group_per_node_and_the_banner_names_their_masters(tmp_path):
-    cmd = Command("--nodes", "3", "--http-port", "0", "--dir", str(tmp_path), "--in-memory", "--log-level", "WARNING")
+def test_nodes_get_a_group_per_node_by_default_and_the_banner_names_their_masters(tmp_path):
+    cmd = Command("--nodes", "3", "--http-port", "0", "--dir", str(tmp_path), "--log-level", "WARNING")
     try:
         out = cmd.read_until("ready:", 30)
         [groups] = [line for line in out if line.startswith("groups ")]
