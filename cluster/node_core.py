@@ -24,6 +24,11 @@ decides what is node-wide:
   restarted: it stops serving and never stands.
 * Views, liveness and the clock reach the group as events: a view the membership core delivers
   is installed in it, a peer's link going up or down, each tick.
+* **Replication groups** (``CoreSettings.groups`` >= 2, docs/groups.md). A group core per group,
+  each with its mastery (cluster/group_mastery.py: the view's slot, the group lease and the sync
+  guard) in place of the Raft leader's activity; gating, execution and forwarding take the
+  group; a queue's group is asked of the Raft leader (``place``) and learnt from Raft
+  (``placed``); the journal's tokens are the node's, one journal taking every group's writes.
 
 Events are method calls that return actions (cluster/node_actions.py); time is passed in
 (seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
