@@ -40,8 +40,8 @@ node's membership core when its sync opens the replication gate, and when it ste
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from collections import deque
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from storage import Storage
