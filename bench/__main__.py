@@ -86,6 +86,12 @@ def forward(quick: bool) -> dict:
     return forward_bench.suite(quick)
 
 
+def groups(quick: bool) -> dict:
+    from bench import groups_bench  # imported here: it starts real cluster processes
+
+    return groups_bench.suite(quick)
+
+
 def sigv4(quick: bool) -> dict:
     from bench import sigv4_bench  # imported here: it starts real server processes
 
@@ -131,8 +137,8 @@ def cpu_profile(quick: bool) -> dict | None:
 
 
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "encryption": encryption, "forward": forward, "sigv4": sigv4, "durability": durability, "sizing": sizing,
-          "sim": sim, "cpu_profile": cpu_profile}
+          "encryption": encryption, "forward": forward, "groups": groups, "sigv4": sigv4, "durability": durability,
+          "sizing": sizing, "sim": sim, "cpu_profile": cpu_profile}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "cpu-model": rt.cpu_model,
     "encryption": t.encryption,
     "forward": t.forward,
+    "groups": t.groups,
     "sigv4": t.sigv4,
     "durability-throughput": t.durability_throughput,
     "durability-recovery": t.durability_recovery,

@@ -261,6 +261,30 @@ def forward(results: Results) -> str:
         source(results, "forward", f"{cfg['rounds']} rounds of {cfg['duration_s']:g} s; {loads(e['environment'])}"))
 
 
+def groups(results: Results) -> str:
+    e = results["groups"]
+    r, g, fit, cfg = e["results"], e["goals"], e["fit"], e["config"]
+    rows = []
+    for key, label in (("one_group", "one group, clients at every endpoint"),
+                       ("one_group_direct", "one group, clients at the master"),
+                       ("groups", "three groups, clients at every endpoint")):
+        x = r[key]
+        rows.append((label, num(x["msgs_per_s_median"]), num(x["busiest_cpu_us_per_send_median"], 1),
+                     num(x["idlest_cpu_us_per_send_median"], 1), str(x["errors"])))
+    proj = "; ".join(f"M = {m}: {p['arithmetic']}, {num(p['sends_per_s_per_core'])} sends/s, "
+                     f"{p['over_one_master']:.2f}x one master" for m, p in e["projection"].items())
+    return block(
+        table((f"3 nodes, `majority`, {cfg['queues']} queues, send 100 B, {cfg['connections']} connections", "sends/s",
+               "CPU µs/send: busiest", "idlest", "errors"), rows, right=(1, 2, 3, 4)),
+        f"Busiest member with three groups over the one-group master: {g['busiest_over_master']:.2f} (goal <= "
+        f"{g['busiest_over_master_at_most']:g}: {verdict(g['ratio_met'])}); busiest over idlest with three groups: "
+        f"{g['balance']:.2f} (goal <= {g['balance_at_most']:g}: {verdict(g['balance_met'])}). Fitted costs: master "
+        f"m = {fit['m_us']:.1f} µs, replica r = {fit['r_us']:.1f} µs, forwarding f = {fit['f_us']:.1f} µs; c(3) = "
+        f"{fit['c3_predicted_us']:.1f} µs predicted, {fit['groups_mean_measured_us']:.1f} µs measured. Projection, "
+        f"c(M) = m/M + r(M-1)/M + f(M-1)/M^2, cluster sends/s at one core per member 1e6 / c(M): {proj}.",
+        source(results, "groups", f"{cfg['rounds']} rounds of {cfg['duration_s']:g} s; {loads(e['environment'])}"))
+
+
 def sigv4(results: Results) -> str:
     e = results["sigv4"]
     r, w, cfg = e["results"], e["ratios"], e["config"]
