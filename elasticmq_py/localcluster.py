@@ -61,7 +61,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.config import FSYNC_POLICIES, Address, ClusterConfig, Durability, NodeConfig, NodeSpec, Replication
+from cluster.config import FSYNC_POLICIES, Address, ClusterConfig, Durability, NodeConfig, NodeSpec, Replication, Timing
 from cluster.replication.wire import MAX_GROUPS
 from cluster.status import NodeStatus
 
@@ -140,14 +140,15 @@ def plan_ports(nodes: int, base: int) -> list[NodePlan]:
 # -- configuration files ------------------------------------------------------------------------
 
 def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, secret: str,
-              fsync: str | None = "always", groups: int = 1) -> str:
+              fsync: str | None = "always", groups: int = 1, timing: Timing | None = None) -> str:
     """The `serve --config` file of node ``me``; relative paths resolve against its directory,
     and the secret is read from the file ``secret`` there. ``fsync`` None: in memory only (Raft's
-    state still survives a restart, in nK.state); otherwise each node keeps a data-dir nK.data."""
+    state still survives a restart, in nK.state); otherwise each node keeps a data-dir nK.data.
+    ``timing``: [cluster.timing] (None: the defaults)."""
     nodes = tuple(NodeSpec(n.name, Address(HOST, n.raft), Address(HOST, n.stream), Address(HOST, n.http))
                   for n in plan)
-    cluster = ClusterConfig("local", secret, nodes, replication=Replication(policy=policy, forward=forward),
-                            groups=groups)
+    cluster = ClusterConfig("local", secret, nodes, timing=timing or Timing(),
+                            replication=Replication(policy=policy, forward=forward), groups=groups)
     if fsync is None:
         node = NodeConfig(me.name, cluster, history_path=f"{me.name}.history.jsonl", state_dir=f"{me.name}.state")
     else:
@@ -157,7 +158,7 @@ def node_toml(plan: list[NodePlan], me: NodePlan, policy: str, forward: bool, se
 
 
 def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: bool,
-                  fsync: str | None = "always", groups: int = 1) -> dict[str, Path]:
+                  fsync: str | None = "always", groups: int = 1, timing: Timing | None = None) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(32)
     fd = os.open(directory / "secret", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -166,7 +167,7 @@ def write_configs(directory: Path, plan: list[NodePlan], policy: str, forward: b
     paths = {}
     for me in plan:
         path = directory / f"{me.name}.toml"
-        path.write_text(node_toml(plan, me, policy, forward, secret, fsync, groups))
+        path.write_text(node_toml(plan, me, policy, forward, secret, fsync, groups, timing))
         paths[me.name] = path
     return paths
 
@@ -200,10 +201,11 @@ def _get_status(url: str, timeout: float = 1.0) -> NodeStatus | None:
 
 class LocalCluster:
     def __init__(self, directory: Path, plan: list[NodePlan], policy: str = "majority", forward: bool = True,
-                 log_level: str = "INFO", fsync: str | None = "always", groups: int = 1):
+                 log_level: str = "INFO", fsync: str | None = "always", groups: int = 1, timing: Timing | None = None):
         self.directory, self.plan, self.policy, self.forward = directory, plan, policy, forward
         self.fsync = fsync
         self.groups = groups
+        self.timing = timing
         self.log_level = log_level
         self.procs: dict[str, subprocess.Popen] = {}
         self.configs: dict[str, Path] = {}
@@ -212,15 +214,22 @@ class LocalCluster:
         return self.directory / f"{name}.log"
 
     def start(self) -> None:
-        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward, self.fsync, self.groups)
-        linux = sys.platform.startswith("linux")
+        self.configs = write_configs(self.directory, self.plan, self.policy, self.forward, self.fsync, self.groups,
+                                     self.timing)
         for n in self.plan:
-            with open(self.log_path(n.name), "wb") as log:
-                self.procs[n.name] = subprocess.Popen(
-                    [sys.executable, "-m", "elasticmq_py", "serve", "--config", str(self.configs[n.name]),
-                     "--log-level", self.log_level],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    process_group=0, preexec_fn=_die_with_parent if linux else None)
+            self.log_path(n.name).write_bytes(b"")
+            self.start_node(n.name)
+
+    def start_node(self, name: str) -> None:
+        """Start node ``name`` from the configuration ``start`` wrote (a node that exited, say
+        killed to watch a failover, comes back with the same secret and ports); its log is
+        appended to."""
+        with open(self.log_path(name), "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "elasticmq_py", "serve", "--config", str(self.configs[name]),
+                 "--log-level", self.log_level],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                process_group=0, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
     def exited(self) -> dict[str, int]:
         return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
