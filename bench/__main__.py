@@ -92,6 +92,12 @@ def groups(quick: bool) -> dict:
     return groups_bench.suite(quick)
 
 
+def groups_failover(quick: bool) -> dict:
+    from bench import groups_failover as gf  # imported here: it starts real cluster processes
+
+    return gf.suite(quick)
+
+
 def sigv4(quick: bool) -> dict:
     from bench import sigv4_bench  # imported here: it starts real server processes
 
@@ -137,7 +143,8 @@ def cpu_profile(quick: bool) -> dict | None:
 
 
 SUITES = {"storage": storage, "endpoint": endpoint, "failover": failover, "replication": replication,
-          "encryption": encryption, "forward": forward, "groups": groups, "sigv4": sigv4, "durability": durability,
+          "encryption": encryption, "forward": forward, "groups": groups,
+          "groups_failover": groups_failover, "sigv4": sigv4, "durability": durability,
           "sizing": sizing, "sim": sim, "cpu_profile": cpu_profile}
 
 
