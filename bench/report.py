@@ -52,6 +52,7 @@ BLOCKS: dict[str, Callable[[Results], str]] = {
     "encryption": t.encryption,
     "forward": t.forward,
     "groups": t.groups,
+    "groups-failover": t.groups_failover,
     "sigv4": t.sigv4,
     "durability-throughput": t.durability_throughput,
     "durability-recovery": t.durability_recovery,

@@ -285,6 +285,48 @@ def groups(results: Results) -> str:
         source(results, "groups", f"{cfg['rounds']} rounds of {cfg['duration_s']:g} s; {loads(e['environment'])}"))
 
 
+def groups_failover(results: Results) -> str:
+    e = results["groups_failover"]
+    r, g, cfg = e["results"], e["goals"], e["config"]
+    t = cfg["timing"]
+
+    def case(key: str) -> str:
+        x = r[key]
+        s = x["steps_median"]
+        elected = f"elected {s['elected_s']:.3f}, " if s.get("elected_s") is not None else ""
+        return (f"({x['n']} trials) median {x['median_s']:.3f} s, p90 {x['p90_s']:.3f}, max {x['max_s']:.3f}; "
+                f"median s after the kill: {elected}view {s['view_s']:.3f}, active {s['active_s']:.3f}, "
+                f"first success {s['first_ok_s']:.3f}")
+
+    errors = ", ".join(f"{v} {k}" for k, v in r["other_groups_errors"].items()) or "none"
+    one = r["victim_groups_client_gap"]
+    held = (f"{r['held_sends']} sends in {r['trials_with_held_sends']} of {cfg['trials']} trials, median "
+            f"{r['held_send_median_s']:.3f} s" if r["held_sends"] else "none")
+    return block(
+        f"`bench/groups_failover.py`: a 3-node in-memory `majority` cluster with {cfg['groups']} groups, each member "
+        f"mastering one, a queue per group; a producer per queue at each survivor's endpoint sends every "
+        f"{cfg['producer_pause_s']:g} s; one member is killed (kill -9), the Raft leader and the followers in turn, "
+        f"and restarted before the next trial. A group's gap runs from its clients' last success before the kill to "
+        f"their first after it. The Raft leader killed, its group's gap {case('victim_was_raft_leader')}. A follower "
+        f"{case('victim_was_follower')}. Either: median {r['victim_groups']['median_s']:.3f} s (goal <= "
+        f"{g['victim_groups_gap_median_at_most_s']:g} s: {verdict(g['gap_met'])}); the slowest client of the group "
+        f"alone: median {one['median_s']:.3f} s, p90 {one['p90_s']:.3f}, max {one['max_s']:.3f}. The other groups' "
+        f"clients: errors {errors}, longest gap {r['other_groups']['max_s']:.3f} s. Lost: {r['lost']} of "
+        f"{num(r['acked'])} acknowledged sends. Elected: a survivor won the Raft election; view: a committed view "
+        f"moved the group; active: its new master activated it. A follower's group moves once the Raft leader has "
+        f"not heard it for group-suspect ({t['group_suspect']:g} s from its last ack, up to a heartbeat of "
+        f"{t['heartbeat']:g} s before the kill), at the leader's next tick (every {cfg['tick_s']:g} s); the leader's "
+        f"once a follower's election timer ({t['election_min']:g} to {t['election_max']:g} s from its last "
+        f"heartbeat) ran out and it won, and its first view waited {t['gather']:g} s (gather) for the dead leader. "
+        f"The new master syncs at once (the sync guard's {t['vote_guard']:g} s from a survivor's last ack of the old "
+        f"epoch have passed), beats at its next tick and is active at a majority's ack. A send forwarded to the "
+        f"victim as it died waits until the survivor's link to it has been silent for connection-timeout "
+        f"({t['connection_timeout']:g} s), then fails with a 503: sends held {cfg['held_s']:g} s or more: {held}.",
+        source(results, "groups_failover", f"{cfg['trials']} trials; rebalance-quiet {cfg['rebalance_quiet_s']:g} s "
+                                          f"(default 10), so the victim gets its group back in seconds; "
+                                          f"{loads(e['environment'])}"))
+
+
 def sigv4(results: Results) -> str:
     e = results["sigv4"]
     r, w, cfg = e["results"], e["ratios"], e["config"]
