@@ -27,8 +27,12 @@ decides what is node-wide:
 * **Replication groups** (``CoreSettings.groups`` >= 2, docs/groups.md). A group core per group,
   each with its mastery (cluster/group_mastery.py: the view's slot, the group lease and the sync
   guard) in place of the Raft leader's activity; gating, execution and forwarding take the
-  group; a queue's group is asked of the Raft leader (``place``) and learnt from Raft
-  (``placed``); the journal's tokens are the node's, one journal taking every group's writes.
+  group; the journal's tokens are the node's, one journal taking every group's writes.
+* **Which group runs a request** (``request_group``): its queue's, as Raft placed it; group 0
+  for a request naming no queue or a queue no group holds. A CreateQueue of a name no group
+  holds waits here (``place``, cluster/placement_waits.py) while the Raft leader is asked for
+  its placement, again every ``place_retry``, until Raft commits it (``placed``: ``Placed``) or
+  ``place_timeout`` passes (``PlaceFailed``).
 
 Events are method calls that return actions (cluster/node_actions.py); time is passed in
 (seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
@@ -61,9 +65,10 @@ from cluster.membership import (
     ProposeView, RaftSample, Record, StepDown, TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
-    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, ProposePlacement, Refuse, Route,
-    ServeForwarded, ToRaft, TransferLeadership, Warn,
+    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, PlaceFailed, Placed, ProposePlacement,
+    Refuse, Route, ServeForwarded, ToRaft, TransferLeadership, Warn,
 )
+from cluster.placement_waits import PlacementWaits
 from cluster.plantable import check_bugs
 from cluster.replication.core import TransferSettings
 from cluster.replication.log import ReplicationLog
@@ -101,6 +106,10 @@ class CoreSettings:
     # Replication groups: every queue lives in one, and each has its own master, which the Raft
     # leader's views name (cluster/assignment.py); 1: the Raft leader masters everything.
     groups: int = 1
+    # A CreateQueue of a name no group holds waits for its placement this long (then its client
+    # gets a retryable refusal), asking the Raft leader again this often meanwhile.
+    place_timeout: float = 5.0
+    place_retry: float = 0.25
 
 
 def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False,
@@ -162,6 +171,8 @@ class NodeCore:
             StoragesCatalogue.join(self.storages)
             # which group holds each queue: what Raft committed, learned here (cluster/directory.py)
             self.directory = Directory()
+            # CreateQueues of names no group holds yet, waiting for their placement
+            self.placements = PlacementWaits(settings.place_retry, settings.place_timeout)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -318,13 +329,32 @@ class NodeCore:
 
     # -- the queue directory (several groups) -----------------------------------------------------
 
-    def group_of(self, key: Key) -> int | None:
-        """The group that holds the queue ``key``, as far as this member has learned."""
-        return self.directory.group_of(key)
+    def request_group(self, key: Key | None, creates: bool = False) -> int | None:
+        """The group that runs a client request on the queue ``key`` (None: it names no queue).
+        Its queue's group; group 0 for no queue, or a queue no group holds (group 0's master
+        answers QueueDoesNotExist, or lists); None where the request creates a queue no group
+        holds (``creates``: a CreateQueue), which waits for its placement (``place``)."""
+        if not self.multi or key is None:
+            return 0
+        group = self.directory.group_of(key)
+        if group is None and not creates:
+            return 0
+        return group
 
-    def place(self, key: Key, now: float) -> list[Action]:
-        """Ask for the queue ``key`` to be placed in a group (a CreateQueue of a name this member
-        has no group for): the Raft leader commits it; ``placed`` says when it is known here."""
+    def place(self, key: Key, token: Any, now: float) -> list[Action]:
+        """A CreateQueue (``token``) of the queue ``key`` waits for its placement: ``Placed(token,
+        group)`` once Raft committed it (at once if it is known), ``PlaceFailed(token)`` after
+        ``place_timeout``. The Raft leader is asked once for all the requests of one key."""
+        group = self.directory.group_of(key)
+        if group is not None:
+            return [Placed(token, group)]
+        if self.placements.add(key, token, now):
+            return self._ask_placement(key)
+        return []
+
+    def _ask_placement(self, key: Key) -> list[Action]:
+        """Ask the Raft leader to place ``key``: it commits it (``placed`` says when it is known
+        here). Nothing while no leader is known or reachable: the next ask may find one."""
         m = self.membership
         if m.role == "leader":
             return [ToRaft(ProposePlacement(key, len(self.groups)))]
@@ -337,12 +367,20 @@ class NodeCore:
         if self.directory.group_of(key) is not None:
             return []
         self.directory.learn(key, group)
-        return [Record(now, "placed", {"region": key[0], "account": key[1], "queue": key[2], "group": group})]
+        out: list[Action] = [Record(now, "placed", {"region": key[0], "account": key[1], "queue": key[2],
+                                                    "group": group})]
+        out += [Placed(token, group) for token in self.placements.take(key)]
+        return out
 
     def directory_restored(self, record: Any) -> list[Action]:
         """Raft loaded a snapshot: the directory is the one it holds."""
         self.directory = Directory.from_record(record)
-        return []
+        out: list[Action] = []
+        for key in self.placements.keys():
+            group = self.directory.group_of(key)
+            if group is not None:
+                out += [Placed(token, group) for token in self.placements.take(key)]
+        return out
 
     def stopped(self, reason: str) -> list[Action]:
         """The node stops: waiting operations and forwards end with "outcome unknown"."""
@@ -461,6 +499,11 @@ class NodeCore:
         self._stand_check(out)
         for group in groups:
             group.end_tick(now, out)
+        if self.multi and self.placements:
+            ask, given_up = self.placements.due(now)
+            for key in ask:
+                out += self._ask_placement(key)
+            out += [PlaceFailed(token) for token in given_up]
         return out
 
     def flush(self, now: float) -> list[Action]:
