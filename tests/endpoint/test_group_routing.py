@@ -214,6 +214,15 @@ def test_a_console_action_goes_to_its_queues_group():
     assert answers[0].status == 200 and b.calls[-1] == ("execute", "SendMessage", 2)
 
 
+def test_a_console_redrive_goes_to_its_source_queues_group():
+    b, e = _mine_and_theirs()
+    got: list = []
+    body = json.dumps({"SourceArn": f"arn:aws:sqs:us-east-1:{ACCOUNT}:theirs"}).encode()
+    console.execute(e, "StartMessageMoveTask", body, Namespace("us-east-1", ACCOUNT), "localhost:9324",
+                    lambda resp, master: got.append((resp, master)))
+    assert got == [(FORWARDED, "m2")] and b.calls == [("forward", "theirs", 2)]
+
+
 def test_status_shows_a_groups_mismatch_only_when_there_is_one():
     assert "groups_mismatch" not in NodeStatus(node="n1").to_dict()   # the form one group always had
     odd = NodeStatus(node="n1", groups_mismatch="cluster has groups = 3, this node 1")
