@@ -355,8 +355,8 @@ class NodeCore:
     def step_down(self, now: float, to: str | None = None, group: int | None = None) -> list[Action]:
         """An operator's step-down: nothing (no actions) unless this node leads Raft and ``to``,
         if named, is another member. With several groups and a ``group``: that group's handover
-        (GroupCore.hand_over), if this node is its serving master; the admin route forwards the
-        request to the group's master."""
+        (GroupCore.hand_over), if this node is its serving master; elsewhere the admin route
+        answers 409 naming the group's master."""
         if self.multi and group is not None:
             out: list[Action] = []
             if 0 <= group < len(self.groups):
