@@ -28,7 +28,8 @@ decides what is node-wide:
   each with its mastery (cluster/group_mastery.py: the view's slot, the group lease and the sync
   guard) in place of the Raft leader's activity; gating, execution and forwarding take the
   group; a queue's group is asked of the Raft leader (``place``) and learnt from Raft
-  (``placed``); the journal's tokens are the node's, one journal taking every group's writes.
+  (``placed``); the journal's tokens are the node's, one journal taking every group's writes;
+  a command that reads other groups' queues waits for their barriers (cluster/read_barrier.py).
 
 Events are method calls that return actions (cluster/node_actions.py); time is passed in
 (seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
@@ -65,11 +66,12 @@ from cluster.node_actions import (
     ServeForwarded, ToRaft, TransferLeadership, Warn,
 )
 from cluster.plantable import check_bugs
+from cluster.read_barrier import ReadBarriers, reads_across_groups
 from cluster.replication.core import TransferSettings
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
 from cluster.replication.messages import (
-    AckPolicy, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
+    AckPolicy, Barrier, BarrierAt, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
 )
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
@@ -162,6 +164,8 @@ class NodeCore:
             StoragesCatalogue.join(self.storages)
             # which group holds each queue: what Raft committed, learned here (cluster/directory.py)
             self.directory = Directory()
+            # reads across groups wait for the other groups' barriers (cluster/read_barrier.py)
+            self.barriers = ReadBarriers(self)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -293,14 +297,21 @@ class NodeCore:
         return out
 
     def _execute_group(self, token: Any, command: Command, now: float, group: int) -> list[Action]:
-        g = self.groups[group]
         out: list[Action] = []
+        if not (reads_across_groups(command) and self.groups[group].serving_now(now)
+                and self.barriers.start(token, command, group, now, out)):
+            self.run_in_group(token, command, now, group, out)
+        return out
+
+    def run_in_group(self, token: Any, command: Command, now: float, group: int, out: list[Action]) -> None:
+        """Run ``command`` in ``group`` if this node serves it (a read across groups: once past
+        the other groups' barriers), else refuse it."""
+        g = self.groups[group]
         if not g.serving_now(now):
             g.serving_check(now, out)
             out.append(Answer(token, None, NotServing(self.unavailable_reason(now, group))))
         else:
             g.execute(token, command, now, out)
-        return out
 
     def forward(self, token: Any, payload: Any, now: float, group: int = 0) -> list[Action]:
         """Hand a client request to the master (of ``group``: ``route`` said ForwardTo)."""
@@ -349,6 +360,8 @@ class NodeCore:
         out: list[Action] = []
         for group in self.groups:
             group.abandon(reason, out)
+        if self.multi:
+            self.barriers.stop(reason, out)
         self.forwards.stop(reason, out)
         return out
 
@@ -436,10 +449,18 @@ class NodeCore:
         elif t is Resign:
             if self.multi:
                 self._resigned(sender, group, frame, now, out)
+        elif t is Barrier:
+            if self.multi:
+                self.barriers.answer(sender, frame, group, now, out)
+        elif t is BarrierAt:
+            if self.multi:
+                self.barriers.answered(frame, group, now, out)
         else:
             self.groups[group].frame(sender, frame, now, out)
             if t is SnapshotChunk:
                 self._stand_check(out)
+            if self.multi and self.barriers.reads:
+                self.barriers.settle(now, out)     # the replica may have applied what a read waits for
         return out
 
     def tick(self, now: float) -> list[Action]:
@@ -458,6 +479,8 @@ class NodeCore:
         self.forwards.expire(now, out)
         for group in groups:
             group.upkeep(now, out)
+        if self.multi and self.barriers.reads:
+            self.barriers.tick(now, out)
         self._stand_check(out)
         for group in groups:
             group.end_tick(now, out)
