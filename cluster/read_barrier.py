@@ -48,7 +48,10 @@ def reads_across_groups(command: Command) -> bool:
     t = type(command)
     if t in _READS_ACROSS:
         return True
-    return t in _REDRIVE_SET and bool(command.attributes) and "RedrivePolicy" in command.attributes  # type: ignore[attr-defined]
+    if t not in _REDRIVE_SET:
+        return False
+    attributes = command.attributes   # type: ignore[attr-defined]
+    return bool(attributes) and "RedrivePolicy" in attributes
 
 
 @dataclass(slots=True)
@@ -89,7 +92,8 @@ class ReadBarriers:
         if not g.serving_now(now):
             return
         g.cut_staged(now, out)
-        out.append(Send(sender, BarrierAt(frame.nonce, g.mastery.epoch, g.replication.log.last_seq), group))  # type: ignore[union-attr]
+        epoch = g.mastery.epoch   # type: ignore[union-attr]
+        out.append(Send(sender, BarrierAt(frame.nonce, epoch, g.replication.log.last_seq), group))
 
     def answered(self, frame: BarrierAt, group: int, now: float, out: list[Action]) -> None:
         read = self.reads.get(frame.nonce)
