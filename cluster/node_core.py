@@ -32,7 +32,8 @@ decides what is node-wide:
   for a request naming no queue or a queue no group holds. A CreateQueue of a name no group
   holds waits here (``place``, cluster/placement_waits.py) while the Raft leader is asked for
   its placement, again every ``place_retry``, until Raft commits it (``placed``: ``Placed``) or
-  ``place_timeout`` passes (``PlaceFailed``).
+  ``place_timeout`` passes (``PlaceFailed``). A command that reads other groups' queues waits
+  for their barriers (cluster/read_barrier.py).
 
 Events are method calls that return actions (cluster/node_actions.py); time is passed in
 (seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
@@ -70,11 +71,12 @@ from cluster.node_actions import (
 )
 from cluster.placement_waits import PlacementWaits
 from cluster.plantable import check_bugs
+from cluster.read_barrier import ReadBarriers, reads_across_groups
 from cluster.replication.core import TransferSettings
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
 from cluster.replication.messages import (
-    AckPolicy, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
+    AckPolicy, Barrier, BarrierAt, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
 )
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
@@ -173,6 +175,8 @@ class NodeCore:
             self.directory = Directory()
             # CreateQueues of names no group holds yet, waiting for their placement
             self.placements = PlacementWaits(settings.place_retry, settings.place_timeout)
+            # reads across groups wait for the other groups' barriers (cluster/read_barrier.py)
+            self.barriers = ReadBarriers(self)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -304,14 +308,21 @@ class NodeCore:
         return out
 
     def _execute_group(self, token: Any, command: Command, now: float, group: int) -> list[Action]:
-        g = self.groups[group]
         out: list[Action] = []
+        if not (reads_across_groups(command) and self.groups[group].serving_now(now)
+                and self.barriers.start(token, command, group, now, out)):
+            self.run_in_group(token, command, now, group, out)
+        return out
+
+    def run_in_group(self, token: Any, command: Command, now: float, group: int, out: list[Action]) -> None:
+        """Run ``command`` in ``group`` if this node serves it (a read across groups: once past
+        the other groups' barriers), else refuse it."""
+        g = self.groups[group]
         if not g.serving_now(now):
             g.serving_check(now, out)
             out.append(Answer(token, None, NotServing(self.unavailable_reason(now, group))))
         else:
             g.execute(token, command, now, out)
-        return out
 
     def forward(self, token: Any, payload: Any, now: float, group: int = 0) -> list[Action]:
         """Hand a client request to the master (of ``group``: ``route`` said ForwardTo)."""
@@ -387,14 +398,16 @@ class NodeCore:
         out: list[Action] = []
         for group in self.groups:
             group.abandon(reason, out)
+        if self.multi:
+            self.barriers.stop(reason, out)
         self.forwards.stop(reason, out)
         return out
 
     def step_down(self, now: float, to: str | None = None, group: int | None = None) -> list[Action]:
         """An operator's step-down: nothing (no actions) unless this node leads Raft and ``to``,
         if named, is another member. With several groups and a ``group``: that group's handover
-        (GroupCore.hand_over), if this node is its serving master; the admin route forwards the
-        request to the group's master."""
+        (GroupCore.hand_over), if this node is its serving master; elsewhere the admin route
+        answers 409 naming the group's master."""
         if self.multi and group is not None:
             out: list[Action] = []
             if 0 <= group < len(self.groups):
@@ -474,10 +487,18 @@ class NodeCore:
         elif t is Resign:
             if self.multi:
                 self._resigned(sender, group, frame, now, out)
+        elif t is Barrier:
+            if self.multi:
+                self.barriers.answer(sender, frame, group, now, out)
+        elif t is BarrierAt:
+            if self.multi:
+                self.barriers.answered(frame, group, now, out)
         else:
             self.groups[group].frame(sender, frame, now, out)
             if t is SnapshotChunk:
                 self._stand_check(out)
+            if self.multi and self.barriers.reads:
+                self.barriers.settle(now, out)     # the replica may have applied what a read waits for
         return out
 
     def tick(self, now: float) -> list[Action]:
@@ -496,6 +517,8 @@ class NodeCore:
         self.forwards.expire(now, out)
         for group in groups:
             group.upkeep(now, out)
+        if self.multi and self.barriers.reads:
+            self.barriers.tick(now, out)
         self._stand_check(out)
         for group in groups:
             group.end_tick(now, out)

@@ -63,6 +63,8 @@ from cluster.turn_bundles import TurnBundles
 log = logging.getLogger("cluster.replicated")
 
 _FORWARDING = frozenset((Forward, ForwardReply, ForwardBatch, ForwardReplies))
+# How often an operator's step-down of one group looks whether a view moved the group yet.
+HANDOVER_POLL_S = 0.02
 
 
 class ForwardError(RuntimeError):
@@ -292,16 +294,32 @@ class ReplicatedStorage:
     def status(self, digest: bool = False) -> NodeStatus:
         return node_status(self, digest=digest)
 
-    async def step_down(self, timeout: float = 5.0, to: str | None = None) -> bool:
+    async def step_down(self, timeout: float = 5.0, to: str | None = None, group: int | None = None) -> bool:
         """Make this master inactive at once and hand Raft leadership to ``to``, or to the most
         caught-up follower. False if this node is not the master, or ``to`` is no other member
-        (nothing is done then), or pysyncobj refused (``to`` not connected or not caught up)."""
+        (nothing is done then), or pysyncobj refused (``to`` not connected or not caught up).
+        With several groups and a ``group``: hand that group over (group_handover.py), and say
+        once a view moved it (True) or the handover gave up with the target not caught up (False);
+        False at once if this node is not the group's serving master."""
+        if self.n_groups > 1 and group is not None:
+            return await asyncio.wait_for(self._hand_over(group, to), timeout)
         actions = self.core.step_down(self._now(), to)
         if not actions:
             return False
         self._act(actions)
         assert self._transfer is not None
         return await asyncio.wait_for(self._transfer, timeout)
+
+    async def _hand_over(self, group: int, to: str | None) -> bool:
+        actions = self.core.step_down(self._now(), to, group)
+        if not actions:
+            return False
+        self._act(actions)
+        g = self.core.groups[group]
+        # the core releases the group on its ticks, and a committed view moves it
+        while g.mastery.master == self.name and g.handover.handing is not None:   # type: ignore[union-attr]
+            await asyncio.sleep(HANDOVER_POLL_S)
+        return g.mastery.master != self.name   # type: ignore[union-attr]
 
     async def add_member(self, spec: NodeSpec) -> None:
         await self.membership.add_member(spec)

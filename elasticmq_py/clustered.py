@@ -218,8 +218,8 @@ class ClusterBackend:
 
     # -- operator actions (the admin routes) ---------------------------------------------------
 
-    async def step_down(self, to: str | None = None) -> bool:
-        return await self.replicated.step_down(to=to)
+    async def step_down(self, to: str | None = None, group: int | None = None) -> bool:
+        return await self.replicated.step_down(to=to, group=group)
 
     async def add_member(self, spec: NodeSpec) -> None:
         await self.replicated.add_member(spec)

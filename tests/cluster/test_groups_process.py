@@ -19,7 +19,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from elasticmq_py import localcluster
+from elasticmq_py import cli, localcluster
 from tests.cluster.workload import sqs_client
 
 pytestmark = pytest.mark.slow
@@ -150,6 +150,19 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
         _retrying(canceller).cancel_message_move_task(TaskHandle=handle)
         [task] = _retrying(n.url).list_message_move_tasks(SourceArn=arn["g-1"])["Results"]
         assert task["Status"] == "CANCELLED", task
+    # step-down --group: the master of group 0 hands it to another member, answers once a view
+    # moved it, and the group's queues serve on through the old master's endpoint.
+    old = next(n for n in cluster.plan if n.name == masters[0])
+    to = next(n.name for n in cluster.plan if n.name != old.name)
+    assert cli.main(["step-down", "--group", "0", "--to", to, "--endpoint", old.url,
+                     "--secret-file", str(cluster.directory / "secret")]) == 0
+    deadline = time.monotonic() + 10
+    while cluster.group_masters() != [to] + masters[1:]:
+        assert time.monotonic() < deadline, f"group 0 not moved to {to}: {cluster.statuses()}"
+        time.sleep(0.1)
+    sqs = _retrying(old.url)
+    for q in QUEUES:
+        sqs.send_message(QueueUrl=old.url + paths[q], MessageBody="after the step-down")
 
 
 def _producers(nodes: list, paths: dict[str, str], stop: threading.Event, timeout: float):
