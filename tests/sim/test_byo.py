@@ -78,6 +78,7 @@ def user_module(tmp_path_factory) -> tuple[Path, str]:
     return path, name
 
 
+@pytest.mark.slow
 def test_the_users_module_is_not_importable_on_the_executors(spark, user_module):
     path, name = user_module
     ShippedCallable.of(f"{path}:workload")      # loaded here, on the driver
@@ -112,6 +113,7 @@ def test_a_callable_is_named_by_module_or_file(user_module, monkeypatch):
             load(spec)
 
 
+@pytest.mark.slow
 def test_sim_run_with_a_users_workload_and_analyze_with_a_users_checks(spark, user_module, tmp_path, capsys):
     path, _ = user_module
     out = tmp_path / "run"
@@ -156,6 +158,7 @@ def test_sim_run_with_a_users_workload_and_analyze_with_a_users_checks(spark, us
     assert c["failing"][0]["failures"][-1] == f"check {path}:broken: raised RuntimeError: the user's bug"
 
 
+@pytest.mark.slow
 def test_a_failing_recorded_run_names_its_files(spark, user_module, tmp_path):
     path, _ = user_module
     runs = tmp_path / "chaos"
