@@ -78,7 +78,6 @@ def user_module(tmp_path_factory) -> tuple[Path, str]:
     return path, name
 
 
-@pytest.mark.slow
 def test_the_users_module_is_not_importable_on_the_executors(spark, user_module):
     path, name = user_module
     ShippedCallable.of(f"{path}:workload")      # loaded here, on the driver
@@ -158,7 +157,6 @@ def test_sim_run_with_a_users_workload_and_analyze_with_a_users_checks(spark, us
     assert c["failing"][0]["failures"][-1] == f"check {path}:broken: raised RuntimeError: the user's bug"
 
 
-@pytest.mark.slow
 def test_a_failing_recorded_run_names_its_files(spark, user_module, tmp_path):
     path, _ = user_module
     runs = tmp_path / "chaos"

@@ -96,7 +96,6 @@ def test_clean_seeds_pass_on_local2_and_the_analysis_reports_them(spark, tmp_pat
     assert "throttling (simulator)" in page.read_text() and "terms (simulator)" in page.read_text()
 
 
-@pytest.mark.slow
 def test_a_recorded_real_run_from_the_chaos_tests_is_analysed(spark, tmp_path):
     runs = tmp_path / "chaos"
     runs.mkdir()
@@ -113,7 +112,6 @@ def test_a_recorded_real_run_from_the_chaos_tests_is_analysed(spark, tmp_path):
     check_report(write_report(a, tmp_path / "chaos.html"))
 
 
-@pytest.mark.slow
 def test_the_commands_run_a_planted_bug_analyze_it_and_replay_a_failing_seed(spark, tmp_path, capsys):
     out = tmp_path / "bug"
     # seeds 0-2 of these scenarios: early-ack is caught in the first, goes unnoticed in the others
