@@ -1,6 +1,6 @@
 """The suite's order: tests marked ``slow`` first.
 
-``make test`` hands tests to its workers two at a time in this order. Started first, the long
+``make test`` hands tests to its workers one at a time in this order. Started first, the long
 tests (the chaos scenarios, the process clusters, the Spark runs) overlap one another and the
 many short tests fill in around them; left where collection puts them, one could start near
 the end and run alone while the other workers sit idle."""
