@@ -265,23 +265,33 @@ def groups(results: Results) -> str:
     e = results["groups"]
     r, g, fit, cfg = e["results"], e["goals"], e["fit"], e["config"]
     rows = []
-    for key, label in (("one_group", "one group, clients at every endpoint"),
-                       ("one_group_direct", "one group, clients at the master"),
-                       ("groups", "three groups, clients at every endpoint")):
-        x = r[key]
-        rows.append((label, num(x["msgs_per_s_median"]), num(x["busiest_cpu_us_per_send_median"], 1),
-                     num(x["idlest_cpu_us_per_send_median"], 1), str(x["errors"])))
+    for conns, res in r.items():
+        for key, label in (("one_group_master", "one group: the master"),
+                           ("one_group_direct_master", "one group, clients at the master only: the master"),
+                           ("groups_busiest", "three groups: the busiest member")):
+            if key in res:
+                x = res[key]
+                rows.append((f"{conns}", label, num(x["msgs_per_s_median"]), num(x["cpu_us_per_send_median"], 1),
+                             f"{x['frames_out_per_send_median']:.3f}", str(x["errors"])))
     proj = "; ".join(f"M = {m}: {p['arithmetic']}, {num(p['sends_per_s_per_core'])} sends/s, "
                      f"{p['over_one_master']:.2f}x one master" for m, p in e["projection"].items())
+    fm, fg, zmq = fit["one_group_master"], fit["groups_busiest"], fit["zmq_round_trip"]
+    high = list(r)[-1]
     return block(
-        table((f"3 nodes, `majority`, {cfg['queues']} queues, send 100 B, {cfg['connections']} connections", "sends/s",
-               "CPU µs/send: busiest", "idlest", "errors"), rows, right=(1, 2, 3, 4)),
+        table(("connections", f"3 nodes, `majority`, {cfg['queues']} queues, send 100 B, clients at every endpoint",
+               "sends/s", "CPU µs/send", "frames sent/send", "errors"), rows, right=(0, 2, 3, 4, 5)),
         f"Busiest member with three groups over the one-group master: {g['busiest_over_master']:.2f} (goal <= "
-        f"{g['busiest_over_master_at_most']:g}: {verdict(g['ratio_met'])}); busiest over idlest with three groups: "
-        f"{g['balance']:.2f} (goal <= {g['balance_at_most']:g}: {verdict(g['balance_met'])}). Fitted costs: master "
-        f"m = {fit['m_us']:.1f} µs, replica r = {fit['r_us']:.1f} µs, forwarding f = {fit['f_us']:.1f} µs; c(3) = "
-        f"{fit['c3_predicted_us']:.1f} µs predicted, {fit['groups_mean_measured_us']:.1f} µs measured. Projection, "
-        f"c(M) = m/M + r(M-1)/M + f(M-1)/M^2, cluster sends/s at one core per member 1e6 / c(M): {proj}.",
+        f"{g['busiest_over_master_at_most']:g}: {verdict(g['ratio_met'])}); at {high} connections "
+        f"{r[high]['busiest_over_master']:.2f}. Busiest over idlest with three groups: {g['balance']:.2f} (goal <= "
+        f"{g['balance_at_most']:g}: {verdict(g['balance_met'])}). Aggregate sends/s with groups over one group: "
+        f"{g['aggregate_over_one_group']:.2f} (goal >= 1: {verdict(g['aggregate_met'])}). Per-frame fit, CPU = a + b "
+        f"frames: one-group master a = {fm['a_us']:.1f} µs, b = {fm['b_us_per_frame']:.1f} µs/frame; groups' busiest a = "
+        f"{fg['a_us']:.1f} µs, b = {fg['b_us_per_frame']:.1f} µs/frame; {fit['arithmetic']}; with frames free, "
+        f"{fit['a_groups_over_a_master']:.2f}. A bare pyzmq ping-pong: {zmq['cpu_us_per_side']:.1f} µs of CPU per side "
+        f"per round trip ({zmq['wall_us']:.1f} µs wall). Projection from the "
+        f"one-group runs, c(M) = m/M + r(M-1)/M + f(M-1)/M^2 (m = {fit['m_us']:.1f}, r = {fit['r_us']:.1f}, f = "
+        f"{fit['f_us']:.1f} µs; c(3) = {fit['c3_predicted_us']:.1f} µs predicted, {fit['groups_mean_measured_us']:.1f} "
+        f"µs measured), cluster sends/s at one core per member 1e6 / c(M): {proj}.",
         source(results, "groups", f"{cfg['rounds']} rounds of {cfg['duration_s']:g} s; {loads(e['environment'])}"))
 
 

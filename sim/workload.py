@@ -17,6 +17,8 @@ run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
                         queue's visibility timeout)
   ``"delete"``          ``{"held": h}``: ``h`` one of ``client.held``, removed from it
   ``"change_visibility"`` ``{"held": h, "vt": seconds}``
+  ``"create_queue"``    ``{"queue": name}``: a CreateQueue of a new standard queue
+  ``"list_queues"``     ``{"queue": prefix}``: a ListQueues of the names with that prefix
   ====================  =====================================================================
 
   ``client`` is the ``sim.clients.Client`` asking: draw randomness only from ``client.rng``
@@ -29,6 +31,7 @@ run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from cluster.queue_policies import POLICY_TAG
@@ -42,7 +45,11 @@ NS = Namespace()
 STD = "sim-std"
 FIFO = "sim-ordered.fifo"
 QUEUE_VISIBILITY_S = 5          # the queues' default VisibilityTimeout
-KINDS = ("send", "send_batch", "receive", "delete", "change_visibility")
+KINDS = ("send", "send_batch", "receive", "delete", "change_visibility", "create_queue", "list_queues")
+# With replication groups, this share of a client's operations creates a queue or lists them
+# (half each): the queues created meanwhile land in every group, and a list reads them all.
+QUEUE_OPS = 0.02
+NEW_PREFIX = "sim-new-"
 
 
 class Workload(Protocol):
@@ -62,6 +69,12 @@ class StandardWorkload:
         # With replication groups, a standard queue more for each group past the second: queues
         # are placed in the least-loaded group as they are created, so every group holds one.
         self.std = (STD,) + tuple(f"{STD}-{g}" for g in range(2, scenario.groups))
+        # ... and the queue operations draw from a stream of their own per client, so that the
+        # other operations are drawn as without them
+        self.queue_ops: dict[str, random.Random] | None = {} if scenario.groups > 1 else None
+        self.seed = scenario.seed
+        self.created = 0
+        self.list_next: set[str] = set()
 
     def queues(self) -> list[CreateQueue]:
         return [CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}, self.std_tags),
@@ -73,6 +86,18 @@ class StandardWorkload:
         return STD if len(self.std) == 1 else client.rng.choice(self.std)
 
     def draw(self, client: "Client") -> tuple[str, dict[str, Any]]:
+        if self.queue_ops is not None:
+            qrng = self.queue_ops.get(client.name)
+            if qrng is None:
+                qrng = self.queue_ops[client.name] = random.Random(f"queue-ops:{self.seed}:{client.name}")
+            if client.name in self.list_next or qrng.random() < QUEUE_OPS:
+                # a create is followed by a list: read-your-writes, the list read on another group's master
+                if client.name in self.list_next or qrng.random() < 0.5:
+                    self.list_next.discard(client.name)
+                    return "list_queues", {"queue": NEW_PREFIX}
+                self.created += 1
+                self.list_next.add(client.name)
+                return "create_queue", {"queue": f"{NEW_PREFIX}{self.created}"}
         rng = client.rng
         kinds = sorted(self.mix)
         kind = rng.choices(kinds, [self.mix[k] for k in kinds])[0]

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from cluster.checker.during import quiescent_divergence, unavailability
+from cluster.checker.listing import stale_lists
 from cluster.checker.node_rules import gating_violations, throttle_violations
-from cluster.checker.schema import (DELETE, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
+from cluster.checker.schema import (DELETE, MESSAGE_OPS, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
                                     History, ReceivedMessage, load_dir)
 from cluster.checker.verdict import (AFTER_ACKED_DELETE, AFTER_TIMEOUT, AFTER_UNKNOWN_DELETE,
                                      AFTER_VISIBILITY_CHANGE, BATCH_ORDER, CONCURRENT, IN_WINDOW, OVERTAKE,
@@ -56,7 +57,8 @@ def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILI
           tolerance: float = 0.0) -> Verdict:
     by_queue: dict[str, list[ClientOp]] = defaultdict(list)
     for op in history.ops:
-        by_queue[op.queue].append(op)
+        if op.op in MESSAGE_OPS:
+            by_queue[op.queue].append(op)
     queues: dict[str, QueueCounts] = {}
     lost: list[LostSend] = []
     unexpected: list[Unexpected] = []
@@ -82,7 +84,8 @@ def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILI
                    tuple(throttle_violations(history, tolerance)),
                    tuple(lost), tuple(unexpected), tuple(dups), tuple(recovered), tuple(order),
                    tuple(intervals), tuple(overlaps), tuple(divergence), final_master, digests, end,
-                   tuple(quiescent), points, tuple(unavailable), round(judged_s, 6))
+                   tuple(quiescent), points, tuple(unavailable), round(judged_s, 6),
+                   tuple(stale_lists(history, tolerance)))
 
 
 # --- queues -------------------------------------------------------------------------------
