@@ -280,6 +280,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n        out.append(Record(now, \"handover\"",
            "a group master handing its group over keeps executing while it catches the target up",
            groups=True),
+    Mutant("read-barrier-skipped", "cluster/read_barrier.py",
+           "        if not foreign:\n            return False",
+           "        if True:\n            return False",
+           "a read across groups runs on this node's replicas at once, without the other groups' barriers",
+           groups=True),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -381,6 +386,10 @@ NOT_FOUND: dict[str, str] = {
         "epoch up for good in the step that finds the target caught up, before Released leaves, "
         "so no member skips its guard while it serves; what suffers is the handover itself, whose "
         "catch-up chases a log that keeps growing (and refusals of the retryable kind it should give)",
+    "read-barrier-skipped":
+        "a replica applies another group's batch within a round trip of its master's answer, and the "
+        "simulated clients list queues only after a create's answer came back to them: a stale list "
+        "needs a replica's link slower than the client's round trip, which no seed of 300 plays",
 }
 
 
@@ -417,6 +426,9 @@ UNIT_TESTS: dict[str, str] = {
     "handover-without-abdicate":
         "tests/cluster/test_group_handover.py::"
         "test_a_step_down_of_one_group_abdicates_at_once_releases_it_and_the_view_moves_it",
+    "read-barrier-skipped":
+        "tests/cluster/test_read_barrier.py::"
+        "test_list_queues_waits_until_the_replica_has_what_the_other_groups_master_acknowledged",
 }
 # what a unit test's copy of the tree needs besides PACKAGES
 UNIT_TEST_PACKAGES = ("elasticmq_py", "tests")
