@@ -59,6 +59,16 @@ class Forwards:
                 del self._waiting[rid]
                 out.append(ForwardFailed(token, f"the master changed from {to} to {master}", sent=True))
 
+    def masters_changed(self, masters: frozenset[str], out: list[Action]) -> None:
+        """A view of several groups was installed: a member that masters none of them answers none
+        of the requests forwarded to it. A dead master never would, and its link would take the
+        connection timeout to be given up; one that moved a group but keeps another answers for
+        that group with a refusal, so its requests stay."""
+        for rid, (token, to, _) in list(self._waiting.items()):
+            if to not in masters:
+                del self._waiting[rid]
+                out.append(ForwardFailed(token, f"{to} masters no replication group any more", sent=True))
+
     def link_lost(self, peer: str, out: list[Action]) -> None:
         for rid, (token, master, _) in list(self._waiting.items()):
             if master == peer:

@@ -582,8 +582,9 @@ class NodeCore:
                 for group in self.groups:
                     group.install_view(v, now, out)
                 if not self.multi:
-                    # (a group that moved answers forwards with a refusal: they are left to it)
                     self.forwards.master_changed(v.master, out)
+                else:
+                    self.forwards.masters_changed(frozenset(m for m, _ in v.groups), out)
             elif t is ActivityChanged:
                 if not self.multi:   # the Raft leader's activity is the one group's
                     self.groups[0].activity_changed(a.active, now)

@@ -43,6 +43,19 @@ def test_a_new_master_or_a_lost_link_fails_only_the_requests_it_concerns(event, 
     assert out == [ForwardFailed(toks[failed], reason, sent=True)] and len(f) == 1
 
 
+def test_a_view_of_groups_fails_only_what_went_to_a_member_that_masters_no_group_in_it():
+    # n3 died mastering group 2, and the view gave that group to n1: what was forwarded to n3 will
+    # never be answered (without this it waits for the link's timeout); n1 and n2 still master a
+    # group, and a group that moved away from one of them gets a refusal from it, so theirs stay
+    f = Forwards()
+    toks = [object(), object(), object()]
+    for tok, master in zip(toks, ("n1", "n2", "n3")):
+        f.send(tok, master, b"x", 0.0)
+    out: list = []
+    f.masters_changed(frozenset({"n1", "n2"}), out)
+    assert out == [ForwardFailed(toks[2], "n3 masters no replication group any more", sent=True)] and len(f) == 2
+
+
 def test_an_unanswered_request_fails_at_the_timeout_as_sent():
     f = Forwards()
     tok = object()
