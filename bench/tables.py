@@ -330,8 +330,9 @@ def groups_failover(results: Results) -> str:
         f"heartbeat) ran out and it won, and its first view waited {t['gather']:g} s (gather) for the dead leader. "
         f"The new master syncs at once (the sync guard's {t['vote_guard']:g} s from a survivor's last ack of the old "
         f"epoch have passed), beats at its next tick and is active at a majority's ack. A send forwarded to the "
-        f"victim as it died waits until the survivor's link to it has been silent for connection-timeout "
-        f"({t['connection_timeout']:g} s), then fails with a 503: sends held {cfg['held_s']:g} s or more: {held}.",
+        f"victim as it died fails with a 503 (outcome unknown) once a view leaves the victim no group, at the "
+        f"latest when the link to it has been silent for connection-timeout ({t['connection_timeout']:g} s): "
+        f"sends held {cfg['held_s']:g} s or more: {held}.",
         source(results, "groups_failover", f"{cfg['trials']} trials; rebalance-quiet {cfg['rebalance_quiet_s']:g} s "
                                           f"(default 10), so the victim gets its group back in seconds; "
                                           f"{loads(e['environment'])}"))
