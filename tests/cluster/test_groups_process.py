@@ -1,7 +1,8 @@
 """Replication groups with real processes: `local-cluster --groups 3` on loopback, boto3 clients.
 
 Each member masters one group; queues spread over the groups as they are created; every endpoint
-serves every queue (itself or by forwarding to the queue's group master); and a kill -9 of one
+serves every queue (itself or by forwarding to the queue's group master); the dashboard (in
+headless Chromium) shows each group and its master as /cluster does; and a kill -9 of one
 member pauses only the groups it mastered, loses nothing acknowledged, and its groups serve again
 on the survivors.
 """
