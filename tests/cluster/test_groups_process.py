@@ -1,7 +1,8 @@
 """Replication groups with real processes: `local-cluster --groups 3` on loopback, boto3 clients.
 
 Each member masters one group; queues spread over the groups as they are created; every endpoint
-serves every queue (itself or by forwarding to the queue's group master); and a kill -9 of one
+serves every queue (itself or by forwarding to the queue's group master); the dashboard (in
+headless Chromium) shows each group and its master as /cluster does; and a kill -9 of one
 member pauses only the groups it mastered, loses nothing acknowledged, and its groups serve again
 on the survivors.
 """
@@ -83,7 +84,30 @@ def _create(cluster: localcluster.LocalCluster) -> dict[str, str]:
     return urls
 
 
-def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3):
+def _dashboard_shows_groups(url: str, profile: Path) -> str:
+    """Loads the dashboard at ``url`` in headless Chromium (tests/endpoint/browser.py) and waits
+    until its groups table shows what the node's /cluster says of each group (all but the lag,
+    which moves); the serving pill's text then."""
+    from tests.endpoint.browser import start_browser, text_of, wait_until
+
+    def shown(d) -> list[tuple[str, ...]]:
+        return [tuple(c.text for i, c in enumerate(tr.find_elements("css selector", "td")) if i != 4)
+                for tr in d.find_elements("css selector", "#groups tbody tr")]
+
+    def told() -> list[tuple[str, ...]]:
+        return [(str(g["id"]), g["master"], str(g["epoch"]), str(g["queues"]),
+                 "yes (active master)" if g["serving"] else "no") for g in _status(url)["groups"]]
+
+    browser = start_browser(profile)
+    try:
+        browser.get(url + "/ui")
+        wait_until(browser, "the groups as /cluster names them", lambda d: shown(d) == told(), timeout=10)
+        return text_of(browser, "#serving")
+    finally:
+        browser.quit()
+
+
+def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3, tmp_path):
     cluster, masters = groups3
     paths = _create(cluster)
     # Placement: the group with the fewest queues, so six names land two in each group, on
@@ -163,6 +187,9 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
     sqs = _retrying(old.url)
     for q in QUEUES:
         sqs.send_message(QueueUrl=old.url + paths[q], MessageBody="after the step-down")
+    # The dashboard of the member that now masters two groups shows each group and its master.
+    pill = _dashboard_shows_groups(next(n.url for n in cluster.plan if n.name == to), tmp_path / "chromium-profile")
+    assert pill == "serving, by forwarding other groups to their masters"
 
 
 def _producers(nodes: list, paths: dict[str, str], stop: threading.Event, timeout: float):

@@ -42,6 +42,7 @@ def test_the_dashboard_follows_a_live_cluster_through_sends_and_a_kill_of_the_ma
         wait_until(browser, f"the master {master}", lambda d: text_of(d, "#master") == master)
         wait_until(browser, "every member", lambda d: all(text_of(d, f'tr[data-member="{n.name}"]') for n in plan))
         assert text_of(browser, f'tr[data-member="{master}"] .role') == "master"
+        assert not browser.find_element("id", "groups-section").is_displayed(), "one group: no groups table"
         assert text_of(browser, f'tr[data-member="{replica}"] .role') == "replica"
         assert "me" in browser.find_element("css selector", f'tr[data-member="{replica}"]').get_attribute("class")
         wait_until(browser, "serving by forwarding", lambda d: text_of(d, "#serving") == f"serving, by forwarding to {master}")

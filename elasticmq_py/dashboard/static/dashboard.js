@@ -47,11 +47,13 @@
     const pill = $("serving");
     const ok = health.status === 200;
     pill.className = "pill " + (ok ? "ok" : "bad");
-    pill.textContent = ok ? (h.serves === "forwarding" ? "serving, by forwarding to " + h.master : "serving")
-                          : "not serving";
+    const forwarding = h.groups ? "serving, by forwarding other groups to their masters"
+                                : "serving, by forwarding to " + h.master;
+    pill.textContent = ok ? (h.serves === "forwarding" ? forwarding : "serving") : "not serving";
     $("reason").textContent = h.reason || "";
     const v = st.view || {};
     const repl = st.replication || {};
+    $("master-key").textContent = st.groups ? "Raft leader" : "master";   // with groups it assigns the masters
     $("master").textContent = st.master || v.master || "none";
     $("view").textContent = v.view_id !== undefined ? v.view_id : "-";
     $("epoch").textContent = st.epoch !== undefined && st.epoch !== null ? st.epoch : (v.epoch !== undefined ? v.epoch : "-");
@@ -76,6 +78,10 @@
       let role = inView.has(name) ? "replica" : "not in view";
       if (name === master) role = me ? (st.active ? "master (active)" : "master (not active)") : "master";
       if (!inView.size && me) role = st.role || "master";
+      const mastered = (st.groups || []).filter((g) => g.master === name).map((g) => g.id);
+      if (st.groups && inView.has(name)) {
+        role = mastered.length ? "master of group" + (mastered.length > 1 ? "s " : " ") + mastered.join(", ") : "replica";
+      }
       const peer = (st.peers || {})[name];
       const raft = me ? "this node" : peer ? "out " + peer.out + ", in " + (peer.in ? "up" : "down") : "-";
       const raftCls = me || !peer ? "" : (peer.out === "up" && peer.in ? "up" : "down");
@@ -92,14 +98,33 @@
         td(lagMs, "num lag-ms" + (lagging ? " lagging" : "")), el("td", {}, link)));
     }
     $("members").tBodies[0].replaceChildren(...rows);
-    $("lag-note").textContent = repl.enabled && repl.role !== "master"
-      ? "Each replica's lag is measured by the master: open the master's dashboard to see it." : "";
+    $("lag-note").textContent = st.groups
+      ? "Acked seq and lag are replication group 0's, measured by its master: open its dashboard to see them."
+      : repl.enabled && repl.role !== "master"
+        ? "Each replica's lag is measured by the master: open the master's dashboard to see it." : "";
+  }
+
+  // -- replication groups ([cluster] groups >= 2; /cluster lists none with one group) -------------------
+
+  function renderGroups(st, activity) {
+    const groups = Array.isArray(st.groups) ? st.groups : [];
+    $("groups-section").hidden = !groups.length;
+    const links = (activity && activity.members_http) || {};
+    const rows = groups.map((g) => {
+      const master = g.master && g.master !== st.node && links[g.master]
+        ? el("a", { href: links[g.master] + "/ui" }, g.master) : g.master || "none";
+      return el("tr", { class: g.serving ? "served" : "", data: { group: g.id } },
+        td(g.id, "num"), el("td", { class: "master" }, master), td(g.epoch, "num epoch"), td(g.queues, "num queues"),
+        td(g.lag, "num lag"), td(g.serving ? "yes (active master)" : "no", "serving" + (g.serving ? " up" : "")));
+    });
+    $("groups").tBodies[0].replaceChildren(...rows);
   }
 
   // -- replication and the last transfer -------------------------------------------------------------
 
   function renderReplication(st) {
     const r = st.replication || {};
+    $("replication-group").textContent = st.groups ? "(group 0)" : "";
     if (!r.enabled) { $("replication").textContent = "off (a single node)"; $("transfer").textContent = "none"; return; }
     const log = r.log || {};
     const parts = ["role " + r.role, "serving " + (r.serving ? "yes" : "no"),
@@ -238,6 +263,7 @@
       if (cluster.status !== 200) throw new Error("GET /cluster answered " + cluster.status);
       renderHeader(cluster.body, health);
       renderMembers(cluster.body, activity.body);
+      renderGroups(cluster.body, activity.body);
       renderReplication(cluster.body);
       if (activity.status === 200) {
         sample(cluster.body, activity.body);
