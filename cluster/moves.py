@@ -128,6 +128,9 @@ class _Gate:
             self._cohorts.append((logged_seq, self._open))
             self._open = []
 
+    def empty(self) -> bool:
+        return not (self._open or self._cohorts)
+
     def release(self, committed_seq: int) -> Iterable[Any]:
         cohorts = self._cohorts
         while cohorts and cohorts[0][0] <= committed_seq:
@@ -166,6 +169,10 @@ class MoveDriver:
         self._adopting: set[str] = set()
         self._refused: dict[str, str] = {}        # move id -> reason, for this mastership
         self._src_epochs: dict[int, int] = {}     # source group -> newest epoch heard from
+
+    def idle(self) -> bool:
+        """Nothing to offer, forget or answer: a tick would only scan the outbox."""
+        return not (self._items or self._accepted) and self._answer_gate.empty()
 
     # -- events ----------------------------------------------------------------------------------
 
