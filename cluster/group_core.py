@@ -29,6 +29,8 @@ for their ack policy. GroupCore holds one and decides, for it:
 * **The hand-on.** An amnesiac Raft leader whose sync cannot finish hands leadership on.
 * **Handover and resignation** (several groups, cluster/group_handover.py). ``hand_over`` is
   today's step-down, per group; a master whose group lease stays lapsed resigns the group.
+* **Moves between groups** (several groups, cluster/group_moves.py): the serving master's move
+  driver, whose steps run as the master's own operations under ``majority``.
 * The master's time acting through replicated ``Tick`` commands, and the master's
   ``replication`` history line.
 

@@ -27,8 +27,8 @@ The gate. Storage does not know log positions, so the driver notes, when it firs
 thing that must be committed (an outbox entry it reads, a command it asked for), the log's last
 seq at its next ``tick``, and acts once the group's majority-committed seq reaches that.
 
-The caller (the group core) runs a driver only while it is the group's serving master, a new
-one per mastership, and guarantees:
+The caller (cluster/group_moves.py, for the group core) runs a driver only while it is the
+group's serving master, a new one per mastership, and guarantees:
 
 * at each ``tick``, every mutation executed on the storage so far is in the log at or below
   ``logged_seq``: it cuts the staged operations into a batch first
