@@ -280,6 +280,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n        out.append(Record(now, \"handover\"",
            "a group master handing its group over keeps executing while it catches the target up",
            groups=True),
+    # -- moves between groups: cluster/moves.py --------------------------------------------------
+    Mutant("offer-before-commit", "cluster/moves.py",
+           "for move_id in self._offer_gate.release(committed_seq):",
+           "for move_id in self._offer_gate.release(logged_seq):",
+           "a source master offers a move its group has not committed: a failover of the source puts "
+           "the message back in its queue while the destination holds a copy", groups=True),
+    Mutant("forget-before-accepted-commit", "cluster/moves.py",
+           "for move_id in self._forget_gate.release(committed_seq):",
+           "for move_id in self._forget_gate.release(logged_seq):",
+           "a source master tells the destination to forget a move before its acceptance is committed: "
+           "a new source master offers it again to a destination that no longer remembers it", groups=True),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -381,6 +392,16 @@ NOT_FOUND: dict[str, str] = {
         "epoch up for good in the step that finds the target caught up, before Released leaves, "
         "so no member skips its guard while it serves; what suffers is the handover itself, whose "
         "catch-up chases a log that keeps growing (and refusals of the retryable kind it should give)",
+    "offer-before-commit":
+        "the batch that holds the outbox entry leaves before the offer, on the same in-order link, so "
+        "the destination's master holds the entry as a replica of the source group; a failover loses "
+        "it only if the source's old master crashes before a majority acked it and its new master's "
+        "sync counts a majority without the destination's master (five members, that one cut off right "
+        "then): no seed of 300 plays that",
+    "forget-before-accepted-commit":
+        "as for offer-before-commit: the batch that holds the acceptance reaches the destination's "
+        "master before the forget, and a new source master misses it only if its sync's majority "
+        "leaves out that member while the old master crashed with the acceptance uncommitted",
 }
 
 
@@ -417,6 +438,11 @@ UNIT_TESTS: dict[str, str] = {
     "handover-without-abdicate":
         "tests/cluster/test_group_handover.py::"
         "test_a_step_down_of_one_group_abdicates_at_once_releases_it_and_the_view_moves_it",
+    "offer-before-commit":
+        "tests/cluster/test_moves.py::test_an_entry_is_offered_only_once_its_batch_is_committed",
+    "forget-before-accepted-commit":
+        "tests/cluster/test_moves.py::"
+        "test_the_destination_answers_only_once_the_adopt_is_committed_and_the_source_forgets_after_its_commit",
 }
 # what a unit test's copy of the tree needs besides PACKAGES
 UNIT_TEST_PACKAGES = ("elasticmq_py", "tests")
