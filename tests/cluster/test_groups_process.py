@@ -133,6 +133,42 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
         assert f'elasticmq_cluster_group_serving{{group="{mine}"}} 1.0' in metrics
         assert 'elasticmq_cluster_group_queues{group="0"} 2.0' in metrics
 
+    _dead_letter_move_across_groups(cluster)
+
+
+def _dead_letter_move_across_groups(cluster: localcluster.LocalCluster) -> None:
+    """A message received past maxReceiveCount moves to a dead-letter queue of another group
+    (the outbox and the move driver, docs/groups.md) and is received from it once."""
+    sqs = _retrying(cluster.plan[2].url)
+    # the groups hold two queues each: the dead-letter queue lands in group 0, its source in 1
+    dlq = sqs.create_queue(QueueName="dead")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    deadline = time.monotonic() + 10
+    while True:
+        try:   # the source's master reads the dead-letter queue from its replica of group 0
+            src = sqs.create_queue(QueueName="redriven", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+            break
+        except ClientError:
+            assert time.monotonic() < deadline, "the dead-letter queue never became visible to its source"
+            time.sleep(0.1)
+    groups = [g["queues"] for g in _status(cluster.plan[2].url)["groups"]]   # it placed both
+    assert groups == [3, 3, 2], groups
+    sent = sqs.send_message(QueueUrl=src, MessageBody="to the dead letters")["MessageId"]
+    first = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
+    assert [m["MessageId"] for m in first] == [sent]
+    # received again past maxReceiveCount: it leaves through the outbox, and the receive gets nothing
+    assert sqs.receive_message(QueueUrl=src).get("Messages", []) == []
+    got = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = sqs.receive_message(QueueUrl=dlq, VisibilityTimeout=0).get("Messages", [])
+        time.sleep(0.05)
+    assert [(m["MessageId"], m["Body"]) for m in got] == [(sent, "to the dead letters")]
+    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=got[0]["ReceiptHandle"])
+    assert sqs.receive_message(QueueUrl=dlq).get("Messages", []) == []
+    assert sqs.receive_message(QueueUrl=src).get("Messages", []) == []
+
 
 def _producers(nodes: list, paths: dict[str, str], stop: threading.Event, timeout: float):
     """A producer per queue, through ``nodes``' endpoints in turn, each retrying a send that did
