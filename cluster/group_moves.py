@@ -14,6 +14,8 @@ docstring asks of the caller:
 * an ``Execute`` runs at once as an internal operation under ``majority`` (whatever the queue's
   or the cluster's ack policy: exactly once needs it) and is reported back before anything else
   reaches the driver;
+* a step that puts a message in a queue (an adopt, a return) says so (``MessagesArrived``): no
+  client's answer wakes the receives parked on it;
 * a move frame goes to the driver of the group it came for (``frame``); a ``Send`` to this node
   itself (it masters the other group too) reaches that group's driver here, at once, which keeps
   the order of one sender's frames.
@@ -26,16 +28,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from storage.commands import AdoptMoved, ReturnOutbox
 from storage.keys import key_names, parse_arn
 
 from cluster.moves import FRAMES, Destination, Execute, MoveDriver
-from cluster.node_actions import Action
+from cluster.node_actions import Action, MessagesArrived
 from cluster.replication.messages import AckPolicy, Send
 
 if TYPE_CHECKING:
     from cluster.group_core import GroupCore
 
 MOVE_FRAMES = frozenset(FRAMES)
+_ARRIVALS = (AdoptMoved, ReturnOutbox)   # the steps that put a message in a queue
 
 
 class GroupMoves:
@@ -88,7 +92,10 @@ class GroupMoves:
         for a in actions:
             t = type(a)
             if t is Execute:
-                d.executed(a.command, g.execute_internal(a.command, AckPolicy.MAJORITY, now, out))
+                command = a.command
+                d.executed(command, g.execute_internal(command, AckPolicy.MAJORITY, now, out))
+                if type(command) in _ARRIVALS:
+                    out.append(MessagesArrived())
             elif t is Send and a.to == node.name:
                 node.groups[a.group].moves.frame(node.name, a.frame, now, out)
             else:

@@ -133,12 +133,13 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
         assert f'elasticmq_cluster_group_serving{{group="{mine}"}} 1.0' in metrics
         assert 'elasticmq_cluster_group_queues{group="0"} 2.0' in metrics
 
-    _dead_letter_move_across_groups(cluster)
+    _dead_letter_move_across_groups(cluster, masters)
 
 
-def _dead_letter_move_across_groups(cluster: localcluster.LocalCluster) -> None:
+def _dead_letter_move_across_groups(cluster: localcluster.LocalCluster, masters: list[str]) -> None:
     """A message received past maxReceiveCount moves to a dead-letter queue of another group
-    (the outbox and the move driver, docs/groups.md) and is received from it once."""
+    (the outbox and the move driver, docs/groups.md) and is received from it once, by a long
+    poll that its arrival wakes."""
     sqs = _retrying(cluster.plan[2].url)
     # the groups hold two queues each: the dead-letter queue lands in group 0, its source in 1
     dlq = sqs.create_queue(QueueName="dead")["QueueUrl"]
@@ -157,13 +158,20 @@ def _dead_letter_move_across_groups(cluster: localcluster.LocalCluster) -> None:
     sent = sqs.send_message(QueueUrl=src, MessageBody="to the dead letters")["MessageId"]
     first = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
     assert [m["MessageId"] for m in first] == [sent]
+    # a long poll parked on the dead-letter queue's master before the move
+    dead_master = next(n for n in cluster.plan if n.name == masters[0]).url
+    dlq = dead_master + dlq[dlq.index("/", len("http://")):]
+    polled: dict[str, list] = {}
+    poll = threading.Thread(target=lambda: polled.update(got=_retrying(dead_master).receive_message(
+        QueueUrl=dlq, WaitTimeSeconds=10).get("Messages", [])))
+    poll.start()
+    time.sleep(0.3)
+    started = time.monotonic()
     # received again past maxReceiveCount: it leaves through the outbox, and the receive gets nothing
     assert sqs.receive_message(QueueUrl=src).get("Messages", []) == []
-    got = []
-    deadline = time.monotonic() + 10
-    while not got and time.monotonic() < deadline:
-        got = sqs.receive_message(QueueUrl=dlq, VisibilityTimeout=0).get("Messages", [])
-        time.sleep(0.05)
+    poll.join(12)
+    assert time.monotonic() - started < 5, "the arrival woke the long poll, not the end of its wait"
+    got = polled["got"]
     assert [(m["MessageId"], m["Body"]) for m in got] == [(sent, "to the dead letters")]
     sqs.delete_message(QueueUrl=dlq, ReceiptHandle=got[0]["ReceiptHandle"])
     assert sqs.receive_message(QueueUrl=dlq).get("Messages", []) == []
