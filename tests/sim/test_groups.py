@@ -10,6 +10,7 @@ import pytest
 
 from sim.mutants import GROUP_SETTINGS
 from sim.scenario import generate
+from sim.workload import DEAD, REDRIVEN
 from sim.world import simulate
 
 # seeds 0..59 draw these group counts (a generator of their own): a few of each, with faults,
@@ -26,7 +27,10 @@ def test_a_seed_with_groups_passes_every_judge(seed):
     activated = {(d["node"], d["group"]) for d in lines if d["event"] == "activated"}
     assert {g for _, g in activated} == set(range(sc.groups)), "every group had a master"
     placed = {d["queue"]: d["group"] for d in lines if d["event"] == "placed"}
+    pair = {q: placed.pop(q) for q in (DEAD, REDRIVEN)}
     assert sorted(placed.values()) == sorted(range(sc.groups)), "one queue in each group"
+    assert pair == {DEAD: 0, REDRIVEN: 1}, "and a dead-letter pair across two groups"
+    placed.update(pair)
     for d in lines:
         if d["event"] == "op" and d.get("queue") in placed and d["outcome"] == "ok":
             assert d["group"] == placed[d["queue"]], "an operation runs in its queue's group"
