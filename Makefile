@@ -26,13 +26,15 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/elasticmq-py local-cluster --nodes 3
 
-# Three workers that pull two tests at a time. Three on two cores: the process tests spend much
+# Three workers, each given one test as it finishes one (two waiting at most), in
+# tests/conftest.py's order: long tests first. Three on two cores: the process tests spend much
 # of their time waiting on clusters (elections, restarts, load windows), and with two workers
-# the cores stood idle for about 40% of the run. Pulling two at a time: xdist's default hands
-# each worker a share of the suite up front, which put every chaos schedule and process cluster
-# on one worker while another ran out of work.
+# the cores stood idle for about 40% of the run. One at a time: xdist's default hands each
+# worker a share of the suite up front, and with two at a time a worker's queue still grows by
+# one test per test it finishes, which left one worker running its queue after the others had
+# finished.
 test: $(STAMP)
-	ELASTICMQ_PY_FROZEN=1 $(PY) -m pytest -n 3 --maxschedchunk 2 -q
+	ELASTICMQ_PY_FROZEN=1 $(PY) -m pytest -n 3 --maxschedchunk 1 -q
 
 # Many seeded chaos schedules (tests/chaos): random scenario, timings and victims, policies
 # majority, none, one and all, a summary table at the end. `make chaos RUNS=50 SEED=7` replays a schedule;

@@ -97,6 +97,23 @@ class ProposePlacement:
 
 
 @dataclass(frozen=True, slots=True)
+class Placed:
+    """The queue a waiting CreateQueue (``token``, given to ``NodeCore.place``) names is placed
+    in ``group``: run it there."""
+
+    token: Any
+    group: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceFailed:
+    """No placement of the queue a waiting CreateQueue (``token``) names was committed in time:
+    its client gets a retryable refusal; nothing was executed."""
+
+    token: Any
+
+
+@dataclass(frozen=True, slots=True)
 class MayStand:
     allowed: bool
     why: str = ""

@@ -27,8 +27,13 @@ decides what is node-wide:
 * **Replication groups** (``CoreSettings.groups`` >= 2, docs/groups.md). A group core per group,
   each with its mastery (cluster/group_mastery.py: the view's slot, the group lease and the sync
   guard) in place of the Raft leader's activity; gating, execution and forwarding take the
-  group; a queue's group is asked of the Raft leader (``place``) and learnt from Raft
-  (``placed``); the journal's tokens are the node's, one journal taking every group's writes.
+  group; the journal's tokens are the node's, one journal taking every group's writes.
+* **Which group runs a request** (``request_group``): its queue's, as Raft placed it; group 0
+  for a request naming no queue or a queue no group holds. A CreateQueue of a name no group
+  holds waits here (``place``, cluster/placement_waits.py) while the Raft leader is asked for
+  its placement, again every ``place_retry``, until Raft commits it (``placed``: ``Placed``) or
+  ``place_timeout`` passes (``PlaceFailed``). A command that reads other groups' queues waits
+  for their barriers (cluster/read_barrier.py).
 
 Events are method calls that return actions (cluster/node_actions.py); time is passed in
 (seconds, float). Both runtimes bind this same class: cluster/replicated.py to ZeroMQ,
@@ -61,15 +66,17 @@ from cluster.membership import (
     ProposeView, RaftSample, Record, StepDown, TimePassed, View, ViewCommitted,
 )
 from cluster.node_actions import (
-    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, ProposePlacement, Refuse, Route,
-    ServeForwarded, ToRaft, TransferLeadership, Warn,
+    LOCAL, Action, Answer, FenceDone, ForwardFailed, ForwardTo, MayStand, PlaceFailed, Placed, ProposePlacement,
+    Refuse, Route, ServeForwarded, ToRaft, TransferLeadership, Warn,
 )
+from cluster.placement_waits import PlacementWaits
 from cluster.plantable import check_bugs
+from cluster.read_barrier import ReadBarriers, reads_across_groups
 from cluster.replication.core import TransferSettings
 from cluster.replication.log import ReplicationLog
 from cluster.replication.master import Limits
 from cluster.replication.messages import (
-    AckPolicy, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
+    AckPolicy, Barrier, BarrierAt, Forward, ForwardReply, HandOver, Place, Rejected, Resign, Send, SnapshotChunk,
 )
 from cluster.replication.liveness import PeerLiveness
 from cluster.replication.wire import Heartbeat
@@ -101,6 +108,10 @@ class CoreSettings:
     # Replication groups: every queue lives in one, and each has its own master, which the Raft
     # leader's views name (cluster/assignment.py); 1: the Raft leader masters everything.
     groups: int = 1
+    # A CreateQueue of a name no group holds waits for its placement this long (then its client
+    # gets a retryable refusal), asking the Raft leader again this often meanwhile.
+    place_timeout: float = 5.0
+    place_retry: float = 0.25
 
 
 def restarts_amnesiac(restarted: bool, fsync: str | None, journal_existed: bool = False,
@@ -162,6 +173,10 @@ class NodeCore:
             StoragesCatalogue.join(self.storages)
             # which group holds each queue: what Raft committed, learned here (cluster/directory.py)
             self.directory = Directory()
+            # CreateQueues of names no group holds yet, waiting for their placement
+            self.placements = PlacementWaits(settings.place_retry, settings.place_timeout)
+            # reads across groups wait for the other groups' barriers (cluster/read_barrier.py)
+            self.barriers = ReadBarriers(self)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -293,14 +308,21 @@ class NodeCore:
         return out
 
     def _execute_group(self, token: Any, command: Command, now: float, group: int) -> list[Action]:
-        g = self.groups[group]
         out: list[Action] = []
+        if not (reads_across_groups(command) and self.groups[group].serving_now(now)
+                and self.barriers.start(token, command, group, now, out)):
+            self.run_in_group(token, command, now, group, out)
+        return out
+
+    def run_in_group(self, token: Any, command: Command, now: float, group: int, out: list[Action]) -> None:
+        """Run ``command`` in ``group`` if this node serves it (a read across groups: once past
+        the other groups' barriers), else refuse it."""
+        g = self.groups[group]
         if not g.serving_now(now):
             g.serving_check(now, out)
             out.append(Answer(token, None, NotServing(self.unavailable_reason(now, group))))
         else:
             g.execute(token, command, now, out)
-        return out
 
     def forward(self, token: Any, payload: Any, now: float, group: int = 0) -> list[Action]:
         """Hand a client request to the master (of ``group``: ``route`` said ForwardTo)."""
@@ -318,13 +340,32 @@ class NodeCore:
 
     # -- the queue directory (several groups) -----------------------------------------------------
 
-    def group_of(self, key: Key) -> int | None:
-        """The group that holds the queue ``key``, as far as this member has learned."""
-        return self.directory.group_of(key)
+    def request_group(self, key: Key | None, creates: bool = False) -> int | None:
+        """The group that runs a client request on the queue ``key`` (None: it names no queue).
+        Its queue's group; group 0 for no queue, or a queue no group holds (group 0's master
+        answers QueueDoesNotExist, or lists); None where the request creates a queue no group
+        holds (``creates``: a CreateQueue), which waits for its placement (``place``)."""
+        if not self.multi or key is None:
+            return 0
+        group = self.directory.group_of(key)
+        if group is None and not creates:
+            return 0
+        return group
 
-    def place(self, key: Key, now: float) -> list[Action]:
-        """Ask for the queue ``key`` to be placed in a group (a CreateQueue of a name this member
-        has no group for): the Raft leader commits it; ``placed`` says when it is known here."""
+    def place(self, key: Key, token: Any, now: float) -> list[Action]:
+        """A CreateQueue (``token``) of the queue ``key`` waits for its placement: ``Placed(token,
+        group)`` once Raft committed it (at once if it is known), ``PlaceFailed(token)`` after
+        ``place_timeout``. The Raft leader is asked once for all the requests of one key."""
+        group = self.directory.group_of(key)
+        if group is not None:
+            return [Placed(token, group)]
+        if self.placements.add(key, token, now):
+            return self._ask_placement(key)
+        return []
+
+    def _ask_placement(self, key: Key) -> list[Action]:
+        """Ask the Raft leader to place ``key``: it commits it (``placed`` says when it is known
+        here). Nothing while no leader is known or reachable: the next ask may find one."""
         m = self.membership
         if m.role == "leader":
             return [ToRaft(ProposePlacement(key, len(self.groups)))]
@@ -337,26 +378,36 @@ class NodeCore:
         if self.directory.group_of(key) is not None:
             return []
         self.directory.learn(key, group)
-        return [Record(now, "placed", {"region": key[0], "account": key[1], "queue": key[2], "group": group})]
+        out: list[Action] = [Record(now, "placed", {"region": key[0], "account": key[1], "queue": key[2],
+                                                    "group": group})]
+        out += [Placed(token, group) for token in self.placements.take(key)]
+        return out
 
     def directory_restored(self, record: Any) -> list[Action]:
         """Raft loaded a snapshot: the directory is the one it holds."""
         self.directory = Directory.from_record(record)
-        return []
+        out: list[Action] = []
+        for key in self.placements.keys():
+            group = self.directory.group_of(key)
+            if group is not None:
+                out += [Placed(token, group) for token in self.placements.take(key)]
+        return out
 
     def stopped(self, reason: str) -> list[Action]:
         """The node stops: waiting operations and forwards end with "outcome unknown"."""
         out: list[Action] = []
         for group in self.groups:
             group.abandon(reason, out)
+        if self.multi:
+            self.barriers.stop(reason, out)
         self.forwards.stop(reason, out)
         return out
 
     def step_down(self, now: float, to: str | None = None, group: int | None = None) -> list[Action]:
         """An operator's step-down: nothing (no actions) unless this node leads Raft and ``to``,
         if named, is another member. With several groups and a ``group``: that group's handover
-        (GroupCore.hand_over), if this node is its serving master; the admin route forwards the
-        request to the group's master."""
+        (GroupCore.hand_over), if this node is its serving master; elsewhere the admin route
+        answers 409 naming the group's master."""
         if self.multi and group is not None:
             out: list[Action] = []
             if 0 <= group < len(self.groups):
@@ -436,10 +487,18 @@ class NodeCore:
         elif t is Resign:
             if self.multi:
                 self._resigned(sender, group, frame, now, out)
+        elif t is Barrier:
+            if self.multi:
+                self.barriers.answer(sender, frame, group, now, out)
+        elif t is BarrierAt:
+            if self.multi:
+                self.barriers.answered(frame, group, now, out)
         else:
             self.groups[group].frame(sender, frame, now, out)
             if t is SnapshotChunk:
                 self._stand_check(out)
+            if self.multi and self.barriers.reads:
+                self.barriers.settle(now, out)     # the replica may have applied what a read waits for
         return out
 
     def tick(self, now: float) -> list[Action]:
@@ -458,9 +517,16 @@ class NodeCore:
         self.forwards.expire(now, out)
         for group in groups:
             group.upkeep(now, out)
+        if self.multi and self.barriers.reads:
+            self.barriers.tick(now, out)
         self._stand_check(out)
         for group in groups:
             group.end_tick(now, out)
+        if self.multi and self.placements:
+            ask, given_up = self.placements.due(now)
+            for key in ask:
+                out += self._ask_placement(key)
+            out += [PlaceFailed(token) for token in given_up]
         return out
 
     def flush(self, now: float) -> list[Action]:

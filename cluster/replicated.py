@@ -18,8 +18,8 @@ carries out what the core asks of Raft. Nothing here is thread-safe: call it fro
   ``reply`` callable sends the answer back. Both directions leave at the end of the turn, one
   frame per peer for all of the turn's requests or answers (cluster/forward_batches.py).
 * Replication groups (``[cluster] groups`` >= 2): ``route``, ``execute`` and ``forward`` take the
-  group of the request's queue (``group_of``; a CreateQueue of a name with no group asks for one
-  with ``place`` and waits for Raft's placement). Every frame of a turn leaves in one EM2 bundle
+  group the core says runs the request (``request_group``; a CreateQueue of a name with no group
+  waits in the core for Raft's placement: ``place``). Every frame of a turn leaves in one EM2 bundle
   per peer, items (group, frame), and each received item goes to the core with its group; forwarded
   requests travel in their group's ``ForwardBatch``, so the master serves each in the group the
   forwarder routed it to. One group keeps the path above, frame by frame.
@@ -45,8 +45,8 @@ from cluster.forward_batches import ForwardBatcher
 from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
 from cluster.node_actions import (
-    Answer, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, MessagesArrived, Persist, PersistReset, Route,
-    ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    Answer, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, MessagesArrived, Persist, PersistReset,
+    PlaceFailed, Placed, Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster import view_floor
@@ -63,11 +63,8 @@ from cluster.turn_bundles import TurnBundles
 log = logging.getLogger("cluster.replicated")
 
 _FORWARDING = frozenset((Forward, ForwardReply, ForwardBatch, ForwardReplies))
-# How long a CreateQueue of a new name waits for Raft to place it (several groups) before its
-# client gets a retryable 503, and how often meanwhile the ask is repeated (a leader that changed
-# or a Place frame lost with its link); a repeat of a placed name commits nothing new.
-PLACE_TIMEOUT_S = 5.0
-PLACE_RETRY_S = 0.25
+# How often an operator's step-down of one group looks whether a view moved the group yet.
+HANDOVER_POLL_S = 0.02
 
 
 class ForwardError(RuntimeError):
@@ -156,8 +153,6 @@ class ReplicatedStorage:
         # several groups: this turn's frames, one bundle per peer (cluster/turn_bundles.py)
         self._bundles = TurnBundles()
         self._bundles_due = False
-        # CreateQueues of names with no group yet: key -> (deadline, next ask, their callbacks)
-        self._placing: dict[Any, tuple[float, float, list[Callable[[int | None], None]]]] = {}
         self._flush_at_end = False
         self._in_persisted = False
         self.forwarding = ForwardCounts()
@@ -274,30 +269,21 @@ class ReplicatedStorage:
 
     # -- the queue directory (several groups) ----------------------------------------------------
 
-    def group_of(self, key: Any) -> int | None:
-        """The group of the queue ``key`` (region, account, name), as far as Raft has told us."""
-        return self.core.group_of(key)
+    def request_group(self, key: Any, creates: bool = False) -> int | None:
+        """The group that runs a request on the queue ``key`` (region, account, name; None: no
+        queue), or None for a CreateQueue (``creates``) of a name no group holds: ``place`` it."""
+        return self.core.request_group(key, creates)
 
     def storage_of(self, key: Any) -> Storage:
         """The storage that holds the queue ``key`` (group 0's for a name no group holds)."""
         if self.n_groups == 1:
             return self.core.groups[0].storage
-        return self.core.groups[self.core.group_of(key) or 0].storage
+        return self.core.groups[self.core.request_group(key)].storage
 
     def place(self, key: Any, done: Callable[[int | None], None]) -> None:
         """Have the queue ``key`` placed in a group: ``done(group)`` once Raft committed it (at
-        once if it is known), ``done(None)`` after ``PLACE_TIMEOUT_S`` without it."""
-        group = self.core.group_of(key)
-        if group is not None:
-            done(group)
-            return
-        now = self._now()
-        waiting = self._placing.get(key)
-        if waiting is not None:
-            waiting[2].append(done)
-            return
-        self._placing[key] = (now + PLACE_TIMEOUT_S, now + PLACE_RETRY_S, [done])
-        self._act(self.core.place(key, now))
+        once if it is known), ``done(None)`` when the core gave up waiting (``place_timeout``)."""
+        self._act(self.core.place(key, done, self._now()))
 
     def master_name(self) -> str | None:
         view = self.core.view
@@ -308,16 +294,32 @@ class ReplicatedStorage:
     def status(self, digest: bool = False) -> NodeStatus:
         return node_status(self, digest=digest)
 
-    async def step_down(self, timeout: float = 5.0, to: str | None = None) -> bool:
+    async def step_down(self, timeout: float = 5.0, to: str | None = None, group: int | None = None) -> bool:
         """Make this master inactive at once and hand Raft leadership to ``to``, or to the most
         caught-up follower. False if this node is not the master, or ``to`` is no other member
-        (nothing is done then), or pysyncobj refused (``to`` not connected or not caught up)."""
+        (nothing is done then), or pysyncobj refused (``to`` not connected or not caught up).
+        With several groups and a ``group``: hand that group over (group_handover.py), and say
+        once a view moved it (True) or the handover gave up with the target not caught up (False);
+        False at once if this node is not the group's serving master."""
+        if self.n_groups > 1 and group is not None:
+            return await asyncio.wait_for(self._hand_over(group, to), timeout)
         actions = self.core.step_down(self._now(), to)
         if not actions:
             return False
         self._act(actions)
         assert self._transfer is not None
         return await asyncio.wait_for(self._transfer, timeout)
+
+    async def _hand_over(self, group: int, to: str | None) -> bool:
+        actions = self.core.step_down(self._now(), to, group)
+        if not actions:
+            return False
+        self._act(actions)
+        g = self.core.groups[group]
+        # the core releases the group on its ticks, and a committed view moves it
+        while g.mastery.master == self.name and g.handover.handing is not None:   # type: ignore[union-attr]
+            await asyncio.sleep(HANDOVER_POLL_S)
+        return g.mastery.master != self.name   # type: ignore[union-attr]
 
     async def add_member(self, spec: NodeSpec) -> None:
         await self.membership.add_member(spec)
@@ -346,16 +348,9 @@ class ReplicatedStorage:
 
     def placed(self, key: Any, group: int) -> None:
         self._act(self.core.placed(key, group, self._now()))
-        waiting = self._placing.pop(key, None)
-        if waiting is not None:
-            for done in waiting[2]:
-                done(group)
 
     def directory_restored(self, record: tuple) -> None:
         self._act(self.core.directory_restored(record))
-        for key in [k for k in self._placing if self.core.group_of(k) is not None]:
-            for done in self._placing.pop(key)[2]:
-                done(self.core.group_of(key))
 
     def fence(self, term: int) -> None:
         self._act(self.core.fence(term, self._now()))
@@ -487,22 +482,8 @@ class ReplicatedStorage:
             await asyncio.sleep(self.tick_interval)
             try:
                 self._act(self.core.tick(self._now()))
-                if self._placing:
-                    self._placing_tick()
             except Exception:
                 log.exception("node tick failed")
-
-    def _placing_tick(self) -> None:
-        """Placements still awaited: asked again, or given up (their CreateQueues get a 503)."""
-        now = self._now()
-        for key, (deadline, ask_at, waiting) in list(self._placing.items()):
-            if now >= deadline:
-                del self._placing[key]
-                for done in waiting:
-                    done(None)
-            elif now >= ask_at:
-                self._placing[key] = (deadline, now + PLACE_RETRY_S, waiting)
-                self._act(self.core.place(key, now))
 
     def _act(self, actions: list[Any]) -> None:
         # One failing action (a client callback that raises, a closed socket) must not drop the
@@ -589,6 +570,10 @@ class ReplicatedStorage:
         elif t is Persist or t is PersistReset or t is Snapshot or t is ForgetDropped:
             if self._binding is not None:
                 self._binding.do(a)
+        elif t is Placed:
+            a.token(a.group)
+        elif t is PlaceFailed:
+            a.token(None)
 
     def _serve(self, a: ServeForwarded) -> None:
         if self._serve_forwarded is None:

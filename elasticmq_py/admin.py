@@ -1,6 +1,7 @@
 """The mutating cluster admin routes, served on the SQS endpoint's port (cluster/node.py's routes):
 
-    POST   /cluster/step-down        hand over mastership (409 if this node is not the master)
+    POST   /cluster/step-down        hand over mastership (409 if this node is not the master);
+                                     body {"to": "NAME"}, and {"group": N} for one replication group
     POST   /cluster/members          body {"name", "raft", "stream"}: add a member (run on the master)
     DELETE /cluster/members/NAME     remove a member (run on the master)
 
@@ -85,11 +86,18 @@ class ClusterAdmin:
             if method != "POST":
                 return 405, {"error": "use POST"}
             try:
-                to = json.loads(req.body or b"{}").get("to")
+                body = json.loads(req.body or b"{}")
+                to, group = body.get("to"), body.get("group")
             except (ValueError, AttributeError):
-                return 400, {"error": 'the body is JSON: {} or {"to": "NAME"}'}
+                return 400, {"error": 'the body is JSON: {}, {"to": "NAME"}, {"group": N, "to": "NAME"}'}
             if to is not None and not isinstance(to, str):
                 return 400, {"error": '"to" names a member'}
+            if group is not None:
+                groups = len(self.backend.status().groups) or 1
+                if type(group) is not int or not 0 <= group < groups:
+                    return 400, {"error": f'"group" is a group of this cluster: 0 to {groups - 1}'}
+                if groups > 1:
+                    return await self._step_down_group(group, to)
             if await self.backend.step_down(to=to):
                 return 200, {"stepped_down": True, **({"to": to} if to else {})}
             master = self.backend.status().master
@@ -117,6 +125,18 @@ class ClusterAdmin:
                 return 409, {"error": str(e)}
             return 200, {"removed": name}
         return 404, {"error": f"no route {method} {path}"}
+
+
+    async def _step_down_group(self, group: int, to: str | None) -> tuple[int, Any]:
+        """A step-down of one replication group: its master hands it over (to ``to``, or to a
+        caught-up replica) and answers once a view moved it. (With one group, group 0 is the
+        whole cluster's step-down.)"""
+        if await self.backend.step_down(to=to, group=group):
+            return 200, {"stepped_down": True, "group": group, "to": self.backend.status().groups[group].master}
+        master = self.backend.status().groups[group].master
+        return 409, {"error": f"not the master of group {group}, or no replica caught up to hand it over to"
+                     if to is None else f"not the master of group {group}, or {to} is no other member "
+                     "connected and caught up", "master": master}
 
 
 def not_a_cluster(req: HttpRequest) -> HttpResponse:

@@ -4,7 +4,7 @@
     elasticmq-py local-cluster [--nodes 3] [--http-port 9324] [--policy P] [--dir DIR]
     elasticmq-py serve ... [--tls-cert FILE --tls-key FILE]       (HTTPS on the same port)
     elasticmq-py status [--endpoint URL] [--cafile FILE | --insecure] [--json]
-    elasticmq-py step-down [--endpoint URL] [--secret S | --secret-file F | --config FILE]
+    elasticmq-py step-down [--group N] [--to NAME] [--endpoint URL] [--secret S | --secret-file F | --config FILE]
     elasticmq-py members add NAME --raft HOST:PORT [--stream HOST:PORT] [--endpoint URL] [secret]
     elasticmq-py members remove NAME [--endpoint URL] [secret]
 
@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     _endpoint_arg(sd)
     _secret_args(sd)
     sd.add_argument("--to", metavar="NAME", help="the member to hand over to (it must be connected and caught up)")
+    sd.add_argument("--group", type=int, metavar="N",
+                    help="hand over only replication group N ([cluster] groups); send it to that group's "
+                         "master's endpoint, and it answers once the group has moved")
 
     m = sub.add_parser("members", help="add or remove cluster members at runtime",
                        description="Change the Raft configuration of a running cluster. Send to the "
@@ -315,8 +318,10 @@ def _mutate(args: argparse.Namespace, method: str, path: str, body: Any, done: C
 
 
 def _step_down(args: argparse.Namespace) -> int:
-    return _mutate(args, "POST", "/cluster/step-down", {"to": args.to} if args.to else None,
-                   lambda r: f"stepped down: {r.get('to') or 'another member'} takes over as master")
+    body = {k: v for k, v in (("to", args.to), ("group", args.group)) if v is not None}
+    return _mutate(args, "POST", "/cluster/step-down", body or None,
+                   lambda r: f"stepped down: {r.get('to') or 'another member'} takes over as master"
+                   + (f" of group {r['group']}" if "group" in r else ""))
 
 
 def _members(args: argparse.Namespace) -> int:

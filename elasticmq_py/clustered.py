@@ -15,11 +15,11 @@ Every decision (who answers, forwards or refuses; when an operation is done) is 
   queue with the same attributes is a no-op, as in SQS.
 
 With ``[cluster] groups`` >= 2 every queue lives in one replication group with a master of its
-own: the endpoint asks ``group_of`` the request's queue and routes, executes and forwards in that
-group (``route(group)``, ``execute(command, done, group)``, ``forward(req, done, group)``); a
-CreateQueue of a new name first waits for ``place``. A request that names no queue (ListQueues,
-ListMessageMoveTasks), or a queue no group holds, goes to group 0. A command that comes without
-a group (a long poll's next receive, the console's actions) runs in its queue's group.
+own: the endpoint asks ``request_group`` (the node core's rule) which group runs the request and
+routes, executes and forwards in that group (``route(group)``, ``execute(command, done, group)``,
+``forward(req, done, group)``); a CreateQueue of a new name first waits for ``place``. A command
+that comes without a group (a long poll's next receive, the console's actions) runs in the group
+the same rule names for its queue.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 from storage import Storage
 from storage.commands import Command, QueueKey, Tick
 from storage.errors import REQUEST_THROTTLED, SERVICE_UNAVAILABLE, SqsError
+from storage.keys import command_key
 from storage.limits import STRICT, Limits
 
 from cluster.config import NodeConfig, NodeSpec
@@ -48,7 +49,6 @@ from elasticmq_py.backend import Done, ServeForwarded, run
 from elasticmq_py.forwarding import ForwardError, decode_request, decode_response, encode_request, encode_response
 from elasticmq_py.health import Health, Role, from_route, from_routes
 from elasticmq_py.longpoll import Waiters, wait_for_messages
-from elasticmq_py.protocol.queue_key import key_of
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
@@ -117,8 +117,7 @@ class ClusterBackend:
     def _execute_in_group(self, command: Command, done: Done, group: int | None = None) -> None:
         """``execute`` with several groups: in ``group``, or else in the group of the command's queue."""
         if group is None:
-            key = key_of(command)
-            group = (self.group_of(key) if key is not None else None) or 0
+            group = self.request_group(command_key(command))
         if self._history is not None and type(command) is not Tick:
             started = time.time()
 
@@ -129,9 +128,11 @@ class ClusterBackend:
         else:
             self.replicated.execute(command, done, group)
 
-    def group_of(self, key: Any) -> int | None:
-        """The group of the queue ``key`` (a ``QueueKey`` or (region, account, name)), if placed."""
-        return self.replicated.group_of(_plain_key(key))
+    def request_group(self, key: Any, creates: bool = False) -> int | None:
+        """The group that runs a request on the queue ``key`` (a ``QueueKey`` or (region, account,
+        name); None: no queue): the node core's rule (``NodeCore.request_group``). None for a
+        CreateQueue (``creates``) of a name no group holds yet: ``place`` it first."""
+        return self.replicated.request_group(_plain_key(key) if key is not None else None, creates)
 
     def place(self, key: Any, done: Callable[[int | None], None]) -> None:
         """Have the queue ``key`` placed in a group: ``done(group)``, or ``done(None)`` when Raft
@@ -217,8 +218,8 @@ class ClusterBackend:
 
     # -- operator actions (the admin routes) ---------------------------------------------------
 
-    async def step_down(self, to: str | None = None) -> bool:
-        return await self.replicated.step_down(to=to)
+    async def step_down(self, to: str | None = None, group: int | None = None) -> bool:
+        return await self.replicated.step_down(to=to, group=group)
 
     async def add_member(self, spec: NodeSpec) -> None:
         await self.replicated.add_member(spec)
@@ -283,7 +284,7 @@ class ClusterBackend:
 
     def _placement(self, command: Command) -> "asyncio.Future[int | None]":
         fut = asyncio.get_running_loop().create_future()
-        key = key_of(command)
+        key = command_key(command)
         self.place(key, lambda group: fut.done() or fut.set_result(group))
         return fut
 

@@ -6,11 +6,10 @@ when the node core routes the request there. The backend is called the same way 
 ``execute(command, done)``. Only a receive that long-polls continues as a Task.
 
 With replication groups (a backend with ``groups`` >= 2) a request is routed by its queue's
-group: the queue is read cheaply first (protocol/queue_key.py), else after the full parse, and
-the backend's gating of that group decides (``_grouped``). A CreateQueue of a new name waits for
-its placement; a request naming no queue, or one no group holds, goes to group 0. So do the
-move-task actions (their queues are inside SourceArn or TaskHandle): a task whose source queue
-is in another group is not found there, a limit until tasks cross groups.
+group: the queue is read cheaply first (protocol/queue_key.py), else after the full parse, the
+node core says which group runs it (``request_group``: a move task action runs in its source
+queue's group; a request naming no queue, or one no group holds, in group 0; a CreateQueue of a
+new name waits for its placement), and the backend's gating of that group decides (``_grouped``).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import msgspec
 
 from storage.commands import Command, CreateQueue, GetQueueAttributes, Namespace, ReceiveMessage
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
+from storage.keys import command_key
 from storage.results import ReceiveMessageResult
 
 from cluster.node_actions import LOCAL, ForwardTo, Refuse
@@ -46,7 +46,7 @@ from elasticmq_py.protocol import json_proto, query_proto, requests, responses
 from elasticmq_py.protocol import errors as perr
 from elasticmq_py.protocol.addressing import base_url, region_from_headers, region_of_scope
 from elasticmq_py.protocol.model import sqs_model
-from elasticmq_py.protocol.queue_key import key_of, queue_key_of
+from elasticmq_py.protocol.queue_key import queue_key_of
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
 from elasticmq_py.reply import Reply
 
@@ -145,9 +145,7 @@ class Endpoint:
         if key is None:
             self._sqs(req, reply, group=_AFTER_PARSE)
             return
-        group = self.backend.group_of(key)
-        if group is None:
-            group = 0          # no group holds it: group 0's master answers QueueDoesNotExist
+        group = self.backend.request_group(key)
         route = self.backend.route(group)
         if route is LOCAL:
             self._sqs(req, reply, group=group)
@@ -157,13 +155,11 @@ class Endpoint:
             self._sqs(req, reply, refused=route.reason)
 
     def _route_parsed(self, req: HttpRequest, reply: Reply, call: "_Call", command: Command) -> None:
-        key = key_of(command)
-        group = self.backend.group_of(key) if key is not None else 0
-        if group is None:
-            if type(command) is CreateQueue:
-                self.backend.place(key, lambda g: self._placed(req, reply, call, command, g))
-                return
-            group = 0
+        key = command_key(command)
+        group = self.backend.request_group(key, type(command) is CreateQueue)
+        if group is None:   # a new queue's name: run where Raft places it
+            self.backend.place(key, lambda g: self._placed(req, reply, call, command, g))
+            return
         self._placed(req, reply, call, command, group)
 
     def _placed(self, req: HttpRequest, reply: Reply, call: "_Call", command: Command, group: int | None) -> None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from storage.commands import (
-    ChangeMessageVisibility, CreateQueue, DeleteMessage, QueueKey, ReceiveMessage, SendMessage, SendMessageBatch,
-    SendMessageBatchEntry,
+    ChangeMessageVisibility, CreateQueue, DeleteMessage, ListQueues, QueueKey, ReceiveMessage, SendMessage,
+    SendMessageBatch, SendMessageBatchEntry,
 )
 
 from cluster.checker.schema import ClientOp, NodeEvent, ReceivedMessage
@@ -152,6 +152,10 @@ class Client:
             cmd = ChangeMessageVisibility(key, h.receipt, params["vt"])
             f.update(receipt=h.receipt, token=h.token, message_id=h.message_id,
                      visibility_timeout=float(params["vt"]))
+        elif kind == "create_queue":
+            cmd = CreateQueue(NS, q, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)})
+        elif kind == "list_queues":
+            cmd = ListQueues(NS, q)
         else:
             cmd = params["command"]     # setup: CreateQueue
         node = w.names[self.target]
@@ -192,6 +196,8 @@ class Client:
                 h.until_us = w.now + params["vt"] * 1_000_000
                 if params["vt"]:
                     self.held.append(h)
+            elif kind == "list_queues":
+                f["listed"] = tuple(sorted(k.name for k in result.queues))
         if self.recorded and kind == "send_batch":
             self._record_batch(req, outcome, result, error)
         elif self.recorded:

@@ -123,12 +123,15 @@ class Elections:
                 f"(the guard is {w.timing.vote_guard * 1000:.0f} ms)")
 
     def office(self) -> tuple[str, int, int] | None:
-        """The active master now: (name, epoch, its deactivations so far)."""
+        """The active master now: (name, epoch, its deactivations so far). With several groups,
+        group 0's master in its group's epoch (a Raft election moves no group by itself)."""
         w = self.world
         m = w.master()
         if m is None or m.core.view is None:
             return None
-        return m.name, m.core.view.epoch, self._deactivations.get(m.name, 0)
+        mastery = m.core.groups[0].mastery
+        epoch = m.core.view.epoch if mastery is None else mastery.epoch
+        return m.name, epoch, self._deactivations.get(m.name, 0)
 
     def _quiet(self) -> bool:
         """No fault in play: every link up and unslowed, nothing lost or doubled, every node up."""

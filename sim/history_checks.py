@@ -45,7 +45,8 @@ def relax_for_power_cuts(verdict: Any, records: list[Record], cuts: list[float],
     what was acknowledged in ``[c - window_s, c]``, and nothing earlier or later. Excused: a
     lost send acknowledged in that window; a lost delete or an in-window redelivery whose
     earlier delivery (or delete) completed in that window and whose redelivery came after the cut;
-    a FIFO order violation whose deliveries straddle a cut. Unexpected messages, divergence,
+    a FIFO order violation whose deliveries straddle a cut; a list that missed a queue whose
+    creation was acknowledged in that window. Unexpected messages, divergence,
     gating and two masters are never excused. Returns the new verdict and how many were excused."""
     done = {r.op_id: r.completed for r in records if isinstance(r, ClientOp) and r.completed is not None}
 
@@ -76,6 +77,8 @@ def relax_for_power_cuts(verdict: Any, records: list[Record], cuts: list[float],
         return bool(ts) and any(min(ts) <= c <= max(ts) for c in cuts)
 
     order = [o for o in verdict.order_violations if not excused_order(o)]
+    stale = [x for x in verdict.stale_lists if in_window(x.created_at) is None]
     n = (len(verdict.lost) - len(lost)) + (len(verdict.duplicates) - len(dups)) \
-        + (len(verdict.order_violations) - len(order))
-    return dataclasses.replace(verdict, lost=tuple(lost), duplicates=tuple(dups), order_violations=tuple(order)), n
+        + (len(verdict.order_violations) - len(order)) + (len(verdict.stale_lists) - len(stale))
+    return dataclasses.replace(verdict, lost=tuple(lost), duplicates=tuple(dups), order_violations=tuple(order),
+                               stale_lists=tuple(stale)), n

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from storage import IdSource, SqsError, Storage
 from storage.commands import CreateQueue
+from storage.keys import command_key, key_names
 
 from cluster.checker.schema import NodeEvent
 from cluster.compaction import Snapshot
@@ -50,7 +51,7 @@ from cluster.journal.shared import SharedJournal
 from cluster.journaling import rebuild
 from cluster.node_actions import (
     Answer, FenceDone, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, ForwardTo, Local, MayStand, Persist,
-    PersistReset, ProposePlacement, ServeForwarded, ToRaft, TransferLeadership,
+    PersistReset, PlaceFailed, Placed, ProposePlacement, ServeForwarded, ToRaft, TransferLeadership,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster.replication.core import StorageReplaced, TransferSettings
@@ -91,16 +92,6 @@ def _view_floor(disk: Durable | None) -> int:
     if disk is None:
         return 0
     return max((int(rec[0]) for _, rec in disk.log if type(rec) is tuple), default=0)
-
-
-def _key(command: Any) -> tuple[str, str, str] | None:
-    """The queue a command names (region, account, name), or None."""
-    q = getattr(command, "queue", None)
-    if q is not None:
-        return (q.region, q.account, q.name)
-    if type(command) is CreateQueue and command.name is not None:
-        return (command.ns.region, command.ns.account, command.name)
-    return None
 
 
 @dataclass(frozen=True)
@@ -187,8 +178,6 @@ class SimNode:
         self.raft = RaftNode(name, names, timing, now_s, send=self._raft_send, changed=self._raft_changed,
                              apply=self._view_applied, restore=disk,
                              on_place=self._placed if self.n_groups > 1 else None)
-        # CreateQueues of names with no group yet, waiting for their placement (several groups)
-        self._placing: dict[tuple[str, str, str], list["Request"]] = {}
         self._hops = [0, 0]               # per direction: the latest delivery time of a post (FIFO)
         self._last_sample: tuple | None = None
         self.rejected = 0
@@ -403,8 +392,6 @@ class SimNode:
 
     def _loop_placed(self, key: tuple[str, str, str], group: int) -> None:
         self._act(self.core.placed(key, group, self.world.now_s))
-        for req in self._placing.pop(key, ()):
-            self._on_request(req)
 
     def _loop_step_down(self, to: str | None) -> None:
         self._act(self.core.step_down(self.world.now_s, to))
@@ -464,21 +451,20 @@ class SimNode:
             self._refuse(req)
 
     def _on_grouped_request(self, req: "Request", now_s: float) -> None:
-        """With several groups: the request goes to its queue's group (as the product's endpoint
-        routes by the queue key); a CreateQueue of a name no group holds waits for its placement,
-        and a request naming no queue, or an unknown one, goes to group 0 (which answers it)."""
+        """With several groups: the request runs in the group the core names for its queue (as
+        the product's endpoint asks it); a CreateQueue of a name no group holds waits in the core
+        for its placement (``Placed``, or ``PlaceFailed``: refused)."""
         core = self.core
-        key = _key(req.command)
-        group = core.group_of(key) if key is not None else 0
+        key = command_key(req.command)
+        plain = key_names(key) if key is not None else None
+        group = core.request_group(plain, type(req.command) is CreateQueue)
         if group is None:
-            if type(req.command) is not CreateQueue:
-                group = 0
-            else:
-                waiting = self._placing.setdefault(key, [])   # type: ignore[arg-type]
-                waiting.append(req)
-                if len(waiting) == 1:
-                    self._act(core.place(key, now_s))          # type: ignore[arg-type]
-                return
+            self._act(core.place(plain, req, now_s))   # type: ignore[arg-type]
+            return
+        self._in_group(req, group, now_s)
+
+    def _in_group(self, req: "Request", group: int, now_s: float) -> None:
+        core = self.core
         route = core.route(now_s, group)
         t = type(route)
         if t is Local:
@@ -556,6 +542,10 @@ class SimNode:
                 w.record(NodeEvent(a.at, self.name, a.event, _plain(a.fields)))
             elif t is Rejected:
                 self.rejected += 1
+            elif t is Placed:
+                self._in_group(a.token, a.group, w.now_s)
+            elif t is PlaceFailed:
+                w.reply(a.token, "failed", None, "ServiceUnavailable")
 
     def _op_line(self, op: _Op, outcome: str, error: str | None) -> None:
         """The history's `op` line, as the product's ClusterBackend writes it: what this node

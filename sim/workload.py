@@ -17,6 +17,8 @@ run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
                         queue's visibility timeout)
   ``"delete"``          ``{"held": h}``: ``h`` one of ``client.held``, removed from it
   ``"change_visibility"`` ``{"held": h, "vt": seconds}``
+  ``"create_queue"``    ``{"queue": name}``: a CreateQueue of a new standard queue
+  ``"list_queues"``     ``{"queue": prefix}``: a ListQueues of the names with that prefix
   ====================  =====================================================================
 
   ``client`` is the ``sim.clients.Client`` asking: draw randomness only from ``client.rng``
@@ -29,9 +31,9 @@ run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
-
 import json
+import random
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from cluster.queue_policies import POLICY_TAG
 from storage.commands import CreateQueue, Namespace
@@ -44,12 +46,16 @@ NS = Namespace()
 STD = "sim-std"
 FIFO = "sim-ordered.fifo"
 QUEUE_VISIBILITY_S = 5          # the queues' default VisibilityTimeout
+KINDS = ("send", "send_batch", "receive", "delete", "change_visibility", "create_queue", "list_queues")
+# With replication groups, this share of a client's operations creates a queue or lists them
+# (half each): the queues created meanwhile land in every group, and a list reads them all.
+QUEUE_OPS = 0.02
+NEW_PREFIX = "sim-new-"
 # With replication groups: a queue whose dead-letter queue is in another group (placement
 # alternates, so the dead-letter queue, created first, lands in another group than its source)
 REDRIVEN = "sim-redriven"
 DEAD = "sim-dead"
 MAX_RECEIVES = 1                # the source's maxReceiveCount: a message received again moves
-KINDS = ("send", "send_batch", "receive", "delete", "change_visibility")
 
 
 class Workload(Protocol):
@@ -74,6 +80,12 @@ class StandardWorkload:
         self.moves = scenario.groups > 1
         self.sent_to = self.std + ((REDRIVEN,) if self.moves else ())
         self.received_from = self.sent_to + ((DEAD,) if self.moves else ())
+        # ... and the queue operations draw from a stream of their own per client, so that the
+        # other operations are drawn as without them
+        self.queue_ops: dict[str, random.Random] | None = {} if scenario.groups > 1 else None
+        self.seed = scenario.seed
+        self.created = 0
+        self.list_next: set[str] = set()
 
     def queues(self) -> list[CreateQueue]:
         vt = {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}
@@ -90,6 +102,18 @@ class StandardWorkload:
         return STD if len(pool) == 1 else client.rng.choice(pool)
 
     def draw(self, client: "Client") -> tuple[str, dict[str, Any]]:
+        if self.queue_ops is not None:
+            qrng = self.queue_ops.get(client.name)
+            if qrng is None:
+                qrng = self.queue_ops[client.name] = random.Random(f"queue-ops:{self.seed}:{client.name}")
+            if client.name in self.list_next or qrng.random() < QUEUE_OPS:
+                # a create is followed by a list: read-your-writes, the list read on another group's master
+                if client.name in self.list_next or qrng.random() < 0.5:
+                    self.list_next.discard(client.name)
+                    return "list_queues", {"queue": NEW_PREFIX}
+                self.created += 1
+                self.list_next.add(client.name)
+                return "create_queue", {"queue": f"{NEW_PREFIX}{self.created}"}
         rng = client.rng
         kinds = sorted(self.mix)
         kind = rng.choices(kinds, [self.mix[k] for k in kinds])[0]

@@ -14,9 +14,6 @@ is every queue a move writes to: a move to another group's queue leaves through 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
 
 import msgspec
@@ -29,6 +26,7 @@ from storage.commands import (
 )
 from storage.errors import INVALID_PARAMETER_VALUE, RESOURCE_NOT_FOUND, SqsError, invalid_parameter, missing_parameter
 from storage.fifo import next_sequence
+from storage.keys import parse_task_handle, task_handle
 from storage.model import Message, Queue
 from storage.mutations import MessageAdded, MessageDeleted, MessageRecord, MoveTaskRecord, MoveTaskUpdated
 from storage.queue_config import parse_redrive_policy
@@ -40,11 +38,6 @@ from storage.results import (
 TASK_STATUS_RUNNING = "RUNNING"
 SAME_TYPE = "Source and destination queues must be of the same type"
 _DEFAULT_MOVE_BATCH = 500  # messages per tick per task when no rate was asked for
-
-
-def _task_handle(task: MoveTaskRecord) -> str:
-    doc = json.dumps({"taskId": task.task_id, "sourceArn": task.source_arn}, separators=(",", ":"))
-    return base64.b64encode(doc.encode()).decode()
 
 
 def destination_missing(arn: str) -> str:
@@ -151,18 +144,15 @@ class Redrive:
         task = MoveTaskRecord(self.ids.uuid(), 1, TASK_STATUS_RUNNING, src.arn, c.destination_arn or None,
                               c.max_messages_per_second, 0, len(src.messages), now, None)
         self._emit(out, MoveTaskUpdated(src.qid, task))
-        return StartMessageMoveTaskResult(_task_handle(task))
+        return StartMessageMoveTaskResult(task_handle(task.task_id, task.source_arn))
 
     def _task_from_handle(self, handle: str | None) -> tuple[Queue, MoveTaskRecord]:
         if not handle:
             raise missing_parameter("TaskHandle")
-        try:
-            doc = json.loads(base64.b64decode(handle.encode(), validate=True))
-            task_id, source_arn = doc["taskId"], doc["sourceArn"]
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            source_arn = None
-        if not isinstance(source_arn, str):
+        named = parse_task_handle(handle)
+        if named is None:
             raise INVALID_PARAMETER_VALUE("Value for parameter TaskHandle is invalid.")
+        task_id, source_arn = named
         src = self._queue_by_arn(source_arn)
         if src is None:
             raise RESOURCE_NOT_FOUND("The resource that you specified for the SourceArn parameter doesn't exist.")
@@ -192,7 +182,7 @@ class Redrive:
         v.check_int_range("MaxResults", n, 1, 10, "MaxResults must be between 1 and 10")
         tasks = list(reversed(src.move_tasks))[:n]
         return ListMessageMoveTasksResult(tuple(
-            MessageMoveTaskInfo(_task_handle(t) if t.status == TASK_STATUS_RUNNING else None, t.status,
+            MessageMoveTaskInfo(task_handle(t.task_id, t.source_arn) if t.status == TASK_STATUS_RUNNING else None, t.status,
                                 t.source_arn, t.destination_arn, t.max_per_second, t.moved, t.to_move,
                                 t.failure_reason, t.started_ms)
             for t in tasks))

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from cluster.checker.during import quiescent_divergence, unavailability
+from cluster.checker.listing import stale_lists
 from cluster.checker.moves import dead_letter_sources, never_settled
 from cluster.checker.node_rules import gating_violations, throttle_violations
-from cluster.checker.schema import (DELETE, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
+from cluster.checker.schema import (DELETE, MESSAGE_OPS, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
                                     History, ReceivedMessage, load_dir)
 from cluster.checker.verdict import (AFTER_ACKED_DELETE, AFTER_MOVE, AFTER_TIMEOUT, AFTER_UNKNOWN_DELETE,
                                      AFTER_VISIBILITY_CHANGE, BATCH_ORDER, CONCURRENT, IN_WINDOW, OVERTAKE,
@@ -59,7 +60,8 @@ def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILI
     sources = dead_letter_sources(history)
     by_queue: dict[str, list[ClientOp]] = defaultdict(list)
     for op in history.ops:
-        by_queue[sources.get(op.queue, op.queue)].append(op)
+        if op.op in MESSAGE_OPS:
+            by_queue[sources.get(op.queue, op.queue)].append(op)
     queues: dict[str, QueueCounts] = {}
     lost: list[LostSend] = []
     unexpected: list[Unexpected] = []
@@ -86,7 +88,8 @@ def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILI
                    tuple(throttle_violations(history, tolerance)),
                    tuple(lost), tuple(unexpected), tuple(dups), tuple(recovered), tuple(order),
                    tuple(intervals), tuple(overlaps), tuple(divergence), final_master, digests, end,
-                   tuple(quiescent), points, tuple(unavailable), round(judged_s, 6))
+                   tuple(quiescent), points, tuple(unavailable), round(judged_s, 6),
+                   tuple(stale_lists(history, tolerance)))
 
 
 # --- queues -------------------------------------------------------------------------------

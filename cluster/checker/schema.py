@@ -15,7 +15,9 @@ from typing import Any, Iterable, Iterator, Union
 
 # Operation kinds and outcomes a client records.
 SEND, RECEIVE, DELETE, CHANGE_VISIBILITY = "send", "receive", "delete", "change_visibility"
-OP_KINDS = (SEND, RECEIVE, DELETE, CHANGE_VISIBILITY)
+CREATE_QUEUE, LIST_QUEUES = "create_queue", "list_queues"
+OP_KINDS = (SEND, RECEIVE, DELETE, CHANGE_VISIBILITY, CREATE_QUEUE, LIST_QUEUES)
+MESSAGE_OPS = frozenset((SEND, RECEIVE, DELETE, CHANGE_VISIBILITY))   # the per-queue rules judge these
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 OUTCOMES = (OK, FAILED, UNKNOWN)
 
@@ -74,8 +76,10 @@ class ClientOp:
     Inputs: send -> token (and body, group, dedup); receive -> visibility_timeout (the
     *effective* one: requested, or the queue's default), max_messages; delete and
     change_visibility -> receipt (and message_id / token of the message the client believes
-    the receipt is for); change_visibility -> visibility_timeout (the new value).
-    Outputs (outcome ok): send -> message_id, seq; receive -> messages.
+    the receipt is for); change_visibility -> visibility_timeout (the new value);
+    create_queue -> queue (the name); list_queues -> queue (the prefix listed).
+    Outputs (outcome ok): send -> message_id, seq; receive -> messages; list_queues -> listed
+    (the names of the queues it returned).
     """
     ts: float
     node: str
@@ -97,6 +101,7 @@ class ClientOp:
     max_messages: int | None = None
     messages: tuple[ReceivedMessage, ...] = ()
     phase: str | None = None   # free label, e.g. "drain" for the final drain after heal
+    listed: tuple[str, ...] = ()
     event: str = field(default=CLIENT_OP, init=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +125,8 @@ class ClientOp:
             _opt(d, k, getattr(self, k))
         if self.messages:
             d["messages"] = [m.to_json() for m in self.messages]
+        if self.listed:
+            d["listed"] = list(self.listed)
         return d
 
     @classmethod
@@ -134,7 +141,7 @@ class ClientOp:
                    d.get("receipt"), d.get("message_id"), None if seq is None else str(seq),
                    None if vt is None else float(vt), None if mm is None else int(mm),
                    tuple(ReceivedMessage.from_json(m) for m in d.get("messages") or ()),
-                   d.get("phase"))
+                   d.get("phase"), tuple(str(q) for q in d.get("listed") or ()))
 
 
 @dataclass(frozen=True, slots=True)

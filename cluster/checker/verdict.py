@@ -175,6 +175,7 @@ class Verdict:
     quiescent_points: int = 0             # quiescent points judged
     unavailable: tuple[Any, ...] = ()     # during.Unavailable (every candidate; failures() filters by policy)
     availability_judged_s: float = 0.0    # seconds of healthy-majority time judged
+    stale_lists: tuple[Any, ...] = ()     # listing.StaleList: a ListQueues that missed an acknowledged create
 
     @property
     def totals(self) -> QueueCounts:
@@ -211,7 +212,8 @@ class Verdict:
         where the history carries what to judge them by (cluster/checker/during.py), members'
         digests equal the master's at quiescent points and a healthy connected majority keeps
         answering sends. majority / all also: nothing lost or unexpected, no FIFO order
-        violation, no in-window duplicate (invariant 2) and no lost delete (invariant 1).
+        violation, no in-window duplicate (invariant 2), no lost delete (invariant 1), and no
+        ListQueues missing a queue whose creation was acknowledged before it (listing.py).
         none / one promise none of these for the data (the counts are reported).
         ``strict`` is kept for callers that pass it; it adds nothing since in-window duplicates
         and lost deletes count under majority and all by default.
@@ -259,6 +261,10 @@ class Verdict:
         if moved_back := promised(self.moved_back):
             out.append(f"moved back: {len(moved_back)} messages handed out by their source after their dead-letter "
                        "queue handed them out")
+        if stale := promised(self.stale_lists):
+            s = stale[0]
+            out.append(f"stale lists: {len(stale)} queues missing from a ListQueues invoked after their creation "
+                       f"was acknowledged ({s.op_id} at {s.at:.3f} s missed {s.queue}, created at {s.created_at:.3f} s)")
         return out
 
     def ok_for(self, policy: str, strict: bool = False, queue_policies: Mapping[str, str] | None = None) -> bool:
@@ -284,6 +290,8 @@ class Verdict:
             "quiescent_points": self.quiescent_points,
             "unavailable": [_row(x) for x in self.unavailable],
             "availability_judged_s": self.availability_judged_s,
+            # only where a history lists queues: one that does not reads as it always did
+            **({"stale_lists": [asdict(x) for x in self.stale_lists]} if self.stale_lists else {}),
         }
 
     def summary(self, policy: str | None = None, limit: int = 10) -> str:

@@ -297,10 +297,31 @@ class Resign:
     to: str = ""
 
 
+# --- cross-group reads (cluster/read_barrier.py) -----------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """Member -> master of a replication group: where does your log end? A member asks before a
+    read across groups (ListQueues, the dead-letter checks), to read its replica once it has
+    applied that much."""
+
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierAt:
+    """Active master of a replication group -> member: my log ends at ``seq`` in ``epoch``
+    (everything acknowledged in the group before the ``Barrier`` with ``nonce`` arrived)."""
+
+    nonce: int
+    epoch: int
+    seq: int
+
+
 Frame = (Batch | Ack | Resend | SyncRequest | SyncStatus | Fetch | FetchMiss | SnapshotChunk
          | SnapshotAck | TransferRequest | Forward | ForwardReply | Place | ForwardBatch | ForwardReplies
          | GroupBeat | GroupBeatAck | Released | MoveOffer | MoveAccepted | MoveRefused | MoveForget | MoveForgot
-         | HandOver | Resign)
+         | HandOver | Resign | Barrier | BarrierAt)
 
 # Every frame type that crosses the network, in a fixed order: the transport's wire tags are
 # positions in this tuple, so append new types at the end and never reorder.
@@ -308,7 +329,7 @@ FRAME_TYPES: tuple[type, ...] = (Batch, Ack, Resend, SyncRequest, SyncStatus, Fe
                                  SnapshotChunk, SnapshotAck, TransferRequest, Forward, ForwardReply, Place,
                                  ForwardBatch, ForwardReplies, GroupBeat, GroupBeatAck, Released,
                                  MoveOffer, MoveAccepted, MoveRefused, MoveForget, MoveForgot, HandOver,
-                                 Resign)
+                                 Resign, Barrier, BarrierAt)
 
 
 # --- actions --------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="schedule seed (default: the time; printed)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"comma-separated, from: {', '.join(SCENARIOS)}; or the combos {', '.join(COMBOS)} "
-                        f"(default: every single scenario; 'short-suite' means make test's seven)")
+                        f"(default: every single scenario; 'short-suite' means make test's five)")
     p.add_argument("--policies", default="majority,none,one,all",
                    help="ack policies to draw from (default majority,none,one,all)")
     p.add_argument("--short", action="store_true", help="the short schedules of make test instead of long ones")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 from cluster.checker import History
 from cluster.config import Timing
 from elasticmq_py.testing.cluster import Cluster
-from tests.cluster.workload import Nemesis, Recorder
+from tests.cluster.workload import Nemesis, Recorder, stop_all
 
 # The chaos clusters share two cores with their clients, the proxy server and possibly another
 # test: the LAN defaults elect a new master whenever a process is starved for 0.2 s, a test of
@@ -260,8 +260,7 @@ def heal(run: Run) -> str:
         run.restart(n)
     at = run.note("", "heal", "every link up, every toxic removed")
     run.healed(at)
-    for r in run.pinned:
-        r.stop()
+    stop_all(run.pinned)
     run.wait_master(since=at, timeout=45, key="recovery_s")
     run.master = c.wait_for("every member in the master's view", c.stable_master(members=set(run.names)), 45)
     return run.master

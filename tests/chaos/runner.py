@@ -31,7 +31,7 @@ from cluster.checker import Verdict, check, load_dir
 from elasticmq_py.testing.cluster import Cluster, check_views
 from tests.chaos.harness import CLIENT_READ_TIMEOUT, QUEUES, Run, client_urls, heal
 from tests.chaos.scenarios import COMBOS, SCENARIOS
-from tests.cluster.workload import VISIBILITY, Nemesis, Recorder, bulk_fill, record_digests
+from tests.cluster.workload import VISIBILITY, Nemesis, Recorder, bulk_fill, record_digests, stop_all
 
 STRICT = ("majority", "all")
 
@@ -192,8 +192,7 @@ def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority
             run.problems.append(f"too little acknowledged work to mean anything ({counts['acked']} sends)")
         (folder / "verdict.txt").write_text(summary + "\n")
     finally:
-        for r in run.recorders:
-            r.stop()
+        stop_all(run.recorders)
         c.close()
     res = Result(name, seed, policy, long, not failures and not run.problems, failures, run.problems, counts,
                  run.params, run.observations, round(time.time() - t0, 1), str(folder), summary)
@@ -212,12 +211,10 @@ def _heal_and_finish(run: Run) -> str:
     c = run.c
     heal(run)
     run.hold(run.draw("after_heal_s", 0.5, (0.5, 3.0)))   # some work on the healed cluster
-    for r in run.recorders:
-        r.stop()
+    stop_all(run.recorders)
     master = c.wait_for("a stable master before the drain", c.stable_master(members=set(run.names)), 45)
     # Messages handed out by receives whose answers were lost are invisible for one timeout.
-    time.sleep(VISIBILITY + 0.5)
-    run.recorders[0].drain(master, c.url(master), rounds_empty=1)
+    run.recorders[0].drain(master, c.url(master), rounds_empty=1, visible_at=time.time() + VISIBILITY + 0.5)
     c.wait_for("members converge", lambda: c.converged(run.names), 60)
     record_digests(run.folder / "digests.jsonl",
                    {n: (c.replication(n, timeout=30)["digest"], master) for n in run.names})

@@ -1,9 +1,10 @@
 """Every chaos scenario once, on its short schedule (the part ``make test`` runs).
 
-The thirteen scenarios run on seven clusters (tests/chaos/scenarios.py SHORT_SUITE): the
-partition stories of three nodes in a row on one cluster, those of five on another, kill -9 and
-SIGSTOP of the master on a third, healing in between, so that cluster start-up and the final
-drain are paid seven times, not thirteen. A failing run prints the checker's verdict, its own
+The thirteen scenarios run on five clusters (tests/chaos/scenarios.py SHORT_SUITE): the
+partition stories of three nodes in a row on one cluster (flapping last), those of five on
+another, kill -9 and SIGSTOP of the master on a third, the two state transfer stories on a
+fourth, healing in between, so that cluster start-up and the final drain are paid five times,
+not thirteen. A failing run prints the checker's verdict, its own
 broken expectations and the folder (under pytest's tmp_path) holding every node log and
 history, the clients' histories, the nemesis log, the digests, ``verdict.txt`` and
 ``result.json``. ``make chaos`` runs the scenarios one by one on many seeded long schedules

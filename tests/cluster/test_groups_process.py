@@ -19,7 +19,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from elasticmq_py import localcluster
+from elasticmq_py import cli, localcluster
 from tests.cluster.workload import sqs_client
 
 pytestmark = pytest.mark.slow
@@ -134,6 +134,36 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
         assert 'elasticmq_cluster_group_queues{group="0"} 2.0' in metrics
 
     _dead_letter_move_across_groups(cluster, masters)
+    # A move task runs in its source queue's group, whichever endpoint starts, lists or cancels
+    # it: g-1 and g-4 are group 1's (placed in turn), g-1 the dead-letter queue of g-4.
+    arn = {q: f"arn:aws:sqs:us-east-1:000000000000:{q}" for q in ("g-1", "g-4")}
+    first = _retrying(cluster.plan[0].url)
+    first.set_queue_attributes(QueueUrl=cluster.plan[0].url + paths["g-4"], Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn["g-1"], "maxReceiveCount": 5})})
+    first.send_message_batch(QueueUrl=cluster.plan[0].url + paths["g-1"],
+                             Entries=[{"Id": str(k), "MessageBody": "dead"} for k in range(10)])
+    for k, n in enumerate(cluster.plan):
+        lister, canceller = (cluster.plan[(k + d) % len(cluster.plan)].url for d in (1, 2))
+        handle = _retrying(n.url).start_message_move_task(
+            SourceArn=arn["g-1"], DestinationArn=arn["g-4"], MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+        [task] = _retrying(lister).list_message_move_tasks(SourceArn=arn["g-1"])["Results"]
+        assert (task["Status"], task["TaskHandle"], task["DestinationArn"]) == ("RUNNING", handle, arn["g-4"])
+        _retrying(canceller).cancel_message_move_task(TaskHandle=handle)
+        [task] = _retrying(n.url).list_message_move_tasks(SourceArn=arn["g-1"])["Results"]
+        assert task["Status"] == "CANCELLED", task
+    # step-down --group: the master of group 0 hands it to another member, answers once a view
+    # moved it, and the group's queues serve on through the old master's endpoint.
+    old = next(n for n in cluster.plan if n.name == masters[0])
+    to = next(n.name for n in cluster.plan if n.name != old.name)
+    assert cli.main(["step-down", "--group", "0", "--to", to, "--endpoint", old.url,
+                     "--secret-file", str(cluster.directory / "secret")]) == 0
+    deadline = time.monotonic() + 10
+    while cluster.group_masters() != [to] + masters[1:]:
+        assert time.monotonic() < deadline, f"group 0 not moved to {to}: {cluster.statuses()}"
+        time.sleep(0.1)
+    sqs = _retrying(old.url)
+    for q in QUEUES:
+        sqs.send_message(QueueUrl=old.url + paths[q], MessageBody="after the step-down")
 
 
 def _dead_letter_move_across_groups(cluster: localcluster.LocalCluster, masters: list[str]) -> None:

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from cluster.checker import check_dir
 from cluster.config import Timing
 from elasticmq_py.testing.cluster import Cluster
-from tests.cluster.workload import Nemesis, Recorder, queue_url, record_digests, sqs_client
+from tests.cluster.workload import VISIBILITY, Nemesis, Recorder, queue_url, record_digests, sqs_client, stop_all
 
 pytestmark = pytest.mark.slow
 
@@ -47,12 +47,9 @@ def _urls(c: Cluster, among: list[str] | None = None):
 
 def _finish(c: Cluster, recorders: list[Recorder], survivors: list[str], master: str) -> None:
     """Heal is done: drain through the master, record digests once converged, check."""
-    for r in recorders:
-        r.stop()
+    stop_all(recorders)
     # Messages handed out by receives whose answers were lost are invisible for one timeout.
-    time.sleep(3.5)
-    drainer = recorders[0]
-    drainer.drain(master, c.url(master))
+    recorders[0].drain(master, c.url(master), visible_at=time.time() + VISIBILITY + 0.5)
     c.wait_for("members converge", lambda: c.converged(survivors), 20)
     record_digests(c.tmp / "digests.jsonl", {n: (c.replication(n)["digest"], master) for n in survivors})
     for r in recorders:

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import boto3
 from botocore.config import Config
@@ -218,15 +218,19 @@ class Recorder:
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(60)
+        stop_all([self])
 
-    def drain(self, node: str, url: str, rounds_empty: int = 2, deadline_s: float = 60.0) -> int:
+    def drain(self, node: str, url: str, rounds_empty: int = 2, deadline_s: float = 60.0,
+              visible_at: float | None = None) -> int:
         """Receive and delete until every queue answers empty ``rounds_empty`` times in a row.
         A receive that failed says nothing about the queue: it does not count as empty (else a
-        503 during the drain would leave messages behind and make them look lost)."""
-        got = 0
+        503 during the drain would leave messages behind and make them look lost).
+
+        ``visible_at`` (a ``time.time()``): when every message a lost answer left in flight is
+        visible again. Until then the queues are drained of what they show, and only from then
+        on does the drain above begin: the wait for those messages overlaps the drain of the
+        rest."""
+        got = self._drain_until(node, url, visible_at) if visible_at is not None else 0
         deadline = time.monotonic() + deadline_s
         for queue in self.queues:
             empty = 0
@@ -245,8 +249,32 @@ class Recorder:
                     self.delete(queue, m, node, url, phase="drain")
         return got
 
+    def _drain_until(self, node: str, url: str, until: float) -> int:
+        got = 0
+        while time.time() < until:
+            taken = 0
+            for queue in self.queues:
+                for m in self.receive(queue, node, url, phase="drain"):
+                    taken += 1
+                    self.delete(queue, m, node, url, phase="drain")
+            got += taken
+            if not taken:
+                time.sleep(max(0.0, min(0.1, until - time.time())))
+        return got
+
     def close(self) -> None:
         self._writer.close()
+
+
+def stop_all(recorders: Iterable[Recorder]) -> None:
+    """Every client stops, then each is waited for. One stopped after another would leave the
+    others starting new attempts meanwhile, each of which may hang for its read timeout."""
+    recorders = list(recorders)
+    for r in recorders:
+        r._stop.set()
+    for r in recorders:
+        if r._thread is not None:
+            r._thread.join(60)
 
 
 def record_digests(path: Path, digests: dict[str, tuple[str, str | None]]) -> None:

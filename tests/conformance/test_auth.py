@@ -18,13 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-import boto3
 import botocore.auth
 import pytest
 from botocore.config import Config as BotoConfig
 
 from tests.conformance import sources as src
-from tests.conformance.conftest import JSON, QUERY, http
+from tests.conformance.conftest import JSON, JSON_SESSION, QUERY, http
 from tests.conformance.helpers import error_of
 from tests.endpoint.auth_server import sigv4_server
 from tests.endpoint.conftest import ServerProcess
@@ -67,8 +66,8 @@ class As:
         creds = {"aws_access_key_id": key[0], "aws_secret_access_key": secret or key[1],
                  "aws_session_token": token if token is not None else (key[3] if len(key) > 3 else None)}
         if self.protocol == JSON:
-            return boto3.session.Session().client("sqs", endpoint_url=self.server.url, region_name=self.region,
-                                                  config=_CONFIG, **creds)
+            return JSON_SESSION.client("sqs", endpoint_url=self.server.url, region_name=self.region,
+                                       config=_CONFIG, **creds)
         return self.query_session.create_client("sqs", endpoint_url=self.server.url, region_name=self.region,
                                                 config=_CONFIG, **creds)
 

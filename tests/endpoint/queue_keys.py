@@ -6,7 +6,8 @@ server fixture, which replays every request of the corpus through it."""
 from __future__ import annotations
 
 from storage.clock import ManualClock
-from storage.commands import QueueKey
+from storage.commands import CreateQueue, GetQueueUrl, QueueKey
+from storage.keys import command_key
 
 from elasticmq_py.backend import LocalBackend
 from elasticmq_py.endpoint import Endpoint, EndpointConfig
@@ -25,16 +26,20 @@ class _Parsed(LocalBackend):
 
 
 def full_parse(endpoint: Endpoint, req: HttpRequest) -> QueueKey | str | None:
-    """The queue of the command the endpoint's SQS path builds for ``req`` (None: a command on
-    no single queue), or ERROR where it answers an error instead."""
+    """The queue the command the endpoint's SQS path builds for ``req`` is routed by (its
+    ``command_key``: the queue it acts on, a move task's source queue), or ERROR where it answers
+    an error instead. None for a command on no single queue, and for the two whose queue
+    ``queue_key_of`` leaves to the full parse by design: a CreateQueue's name, still to be
+    placed, and a GetQueueUrl's name and owner, to be looked up."""
     backend = endpoint.backend
     backend.command = None
     answers = []
     endpoint._sqs(req, Reply(answers.append))
-    if backend.command is None:
+    command = backend.command
+    if command is None:
         assert answers and answers[0].status >= 400, answers
         return ERROR
-    return getattr(backend.command, "queue", None)
+    return None if type(command) in (CreateQueue, GetQueueUrl) else command_key(command)
 
 
 def parser(config: EndpointConfig = EndpointConfig()) -> Endpoint:

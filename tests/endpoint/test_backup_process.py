@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from tests.endpoint.test_durable_node import ROOT, Node
 
 BODY = 1000
@@ -64,6 +66,7 @@ class Load:
             t.join(10)
 
 
+@pytest.mark.slow
 def test_a_backup_taken_under_load_restores_every_message_acknowledged_before_it(tmp_path):
     data, config = tmp_path / "data", tmp_path / "node.toml"
     config.write_text(f'[storage]\ndata-dir = "{data}"\nsnapshot-min-mb = 1\n')

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from cluster.config import Address, NodeSpec
-from cluster.status import NodeStatus
+from cluster.status import GroupInfo, NodeStatus
 from elasticmq_py import cli
 from elasticmq_py.admin import ClusterAdmin
 from elasticmq_py.config import Config, ConfigError, server_toml
@@ -143,6 +143,67 @@ def test_admin_routes_check_source_and_secret():
     assert _admin_call(wide, "POST", "/cluster/step-down", "127.0.0.1", "s3", b'{"to": 2}').status == 400
     assert _admin_call(wide, "POST", "/cluster/step-down", "127.0.0.1", "s3", b'not json').status == 400
     assert fake.calls[-1] == ("step-down", "n2"), "a bad body does nothing"
+
+
+class _FakeGroupMember(_FakeMembers):
+    """n2 of three groups, master of group 1; a step-down of group 1 moves it to n3."""
+
+    def __init__(self):
+        super().__init__()
+        self.masters = ["n1", "n2", "n3"]
+
+    async def step_down(self, to=None, group=None):
+        self.calls.append(("step-down", to, group))
+        if group != 1 or self.masters[1] != "n2" or to not in (None, "n3"):
+            return False
+        self.masters[1] = "n3"
+        return True
+
+    def status(self):
+        return NodeStatus(node="n2", master="n1", groups=tuple(
+            GroupInfo(g, m, 1, 0, None, m == "n2") for g, m in enumerate(self.masters)))
+
+
+def test_step_down_of_one_group_hands_it_over_or_names_its_master():
+    fake = _FakeGroupMember()
+    admin = ClusterAdmin(fake, "s3", ("127.0.0.1/32",))
+
+    def step_down(body):
+        r = _admin_call(admin, "POST", "/cluster/step-down", "127.0.0.1", "s3", json.dumps(body).encode())
+        return r.status, json.loads(r.body)
+
+    # a group this node does not master: the answer a non-master's step-down gets, with the
+    # group's master to send it to
+    status, reply = step_down({"group": 0})
+    assert status == 409 and reply["master"] == "n1" and "not the master of group 0" in reply["error"]
+    status, reply = step_down({"group": 1, "to": "n1"})
+    assert status == 409 and reply["master"] == "n2" and "n1 is no other member connected" in reply["error"]
+    assert step_down({"group": 1, "to": "n3"}) == (200, {"stepped_down": True, "group": 1, "to": "n3"})
+    assert fake.calls == [("step-down", None, 0), ("step-down", "n1", 1), ("step-down", "n3", 1)]
+    for bad in ({"group": 3}, {"group": -1}, {"group": "1"}, {"group": True}):
+        status, reply = step_down(bad)
+        assert status == 400 and reply == {"error": '"group" is a group of this cluster: 0 to 2'}
+    assert len(fake.calls) == 3, "a bad group does nothing"
+
+    # one group: group 0 is the whole cluster's step-down, any other is no group of it
+    one = _FakeMembers()
+    admin = ClusterAdmin(one, "s3", ("127.0.0.1/32",))
+    assert step_down({"group": 0, "to": "n1"}) == (200, {"stepped_down": True, "to": "n1"})
+    assert step_down({"group": 1})[0] == 400
+    assert one.calls == [("step-down", "n1")]
+
+
+def test_cli_step_down_sends_the_group_and_the_target(monkeypatch, capsys):
+    sent = []
+
+    def call(args, method, path, body=None, secret=None):
+        sent.append((method, path, body, secret))
+        return 200, {"stepped_down": True, "group": 2, "to": "n1"}
+
+    monkeypatch.setattr(cli, "_call", call)
+    assert cli.main(["step-down", "--group", "2", "--to", "n1", "--secret", "s"]) == 0
+    assert sent == [("POST", "/cluster/step-down", {"to": "n1", "group": 2}, "s")]
+    assert capsys.readouterr().out == "stepped down: n1 takes over as master of group 2\n"
 
 
 def test_single_node_server_has_no_cluster_admin(capsys):

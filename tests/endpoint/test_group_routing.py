@@ -9,6 +9,7 @@ import json
 
 from storage.clock import ManualClock
 from storage.commands import CreateQueue, Namespace
+from storage.keys import command_key, task_handle
 
 from cluster.node_actions import LOCAL, ForwardTo, Refuse
 from cluster.status import NodeStatus
@@ -18,7 +19,6 @@ from elasticmq_py.cli import format_status
 from elasticmq_py.dashboard.console import actions as console
 from elasticmq_py.endpoint import Endpoint
 from elasticmq_py.health import Role, from_routes
-from elasticmq_py.protocol.queue_key import key_of
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse
 from elasticmq_py.reply import Reply
 
@@ -36,6 +36,7 @@ class GroupedBackend:
         self.directory: dict[tuple[str, str, str], int] = {}
         self.calls: list[tuple] = []
         self.placing: list = []
+        self.asked: list = []     # request_group's questions: (queue name, creates)
 
     def route(self, group: int = 0):
         if group in self.local:
@@ -46,18 +47,21 @@ class GroupedBackend:
 
     def execute(self, command, done, group=None) -> None:
         if group is None:
-            key = key_of(command)
-            group = self.group_of(key) if key is not None else 0
+            group = self.request_group(command_key(command))
         self.calls.append(("execute", type(command).__name__, group))
         self.stores[group].execute(command, done)
 
     def forward(self, req, done, group: int = 0) -> None:
         params = json.loads(req.body)
-        self.calls.append(("forward", params.get("QueueName") or params["QueueUrl"].rsplit("/", 1)[1], group))
+        named = params.get("QueueUrl") or params.get("SourceArn") or params.get("QueueName") or "TaskHandle"
+        self.calls.append(("forward", named.replace(":", "/").rsplit("/", 1)[-1], group))
         done(FORWARDED, None)
 
-    def group_of(self, key):
-        return self.directory.get((key.region, key.account, key.name))
+    def request_group(self, key, creates=False):
+        """As the node core answers (NodeCore.request_group, tests/cluster/test_placement_waits.py)."""
+        self.asked.append((key and key.name, creates))
+        group = self.directory.get((key.region, key.account, key.name)) if key is not None else 0
+        return 0 if group is None and not creates else group
 
     def place(self, key, done) -> None:
         self.calls.append(("place", key.name))
@@ -132,6 +136,24 @@ def test_create_queue_of_a_new_name_waits_for_its_placement():
     assert later == [FORWARDED] and b.calls[-1] == ("forward", "elsewhere", 0)
 
 
+def test_a_move_task_action_runs_in_its_source_queues_group():
+    # A move task's source is named by its ARN, or by the task's handle (storage/keys.py): the
+    # action runs where that queue lives, read cheaply or after the full parse alike.
+    b, e = _mine_and_theirs()
+    mine, theirs = (f"arn:aws:sqs:us-east-1:{ACCOUNT}:{q}" for q in ("mine", "theirs"))
+    [listed] = _call(e, "ListMessageMoveTasks", SourceArn=mine)
+    assert listed.status == 200 and b.calls == [("execute", "ListMessageMoveTasks", 1)]
+    assert b.asked == [("mine", False)]
+    assert _call(e, "StartMessageMoveTask", SourceArn=theirs) == [FORWARDED]
+    assert _call(e, "CancelMessageMoveTask", TaskHandle=task_handle("t-1", theirs)) == [FORWARDED]
+    assert b.calls[1:] == [("forward", "theirs", 2), ("forward", "TaskHandle", 2)]
+    # a source no group holds, or none at all: group 0, whose master answers the error
+    b.calls.clear()
+    _call(e, "StartMessageMoveTask", SourceArn=f"arn:aws:sqs:us-east-1:{ACCOUNT}:nowhere")
+    _call(e, "CancelMessageMoveTask", TaskHandle="not a handle")
+    assert b.calls == [("forward", "nowhere", 0), ("forward", "TaskHandle", 0)]
+
+
 def test_a_placement_not_committed_in_time_is_a_retryable_503():
     b = GroupedBackend(local={0})
     answers = _call(Endpoint(b), "CreateQueue", QueueName="late")
@@ -190,6 +212,15 @@ def test_a_console_action_goes_to_its_queues_group():
                       json.dumps({"QueueUrl": _url("theirs"), "MessageBody": "y"}).encode())
     e.handle_forwarded(req, answers.append, 2)
     assert answers[0].status == 200 and b.calls[-1] == ("execute", "SendMessage", 2)
+
+
+def test_a_console_redrive_goes_to_its_source_queues_group():
+    b, e = _mine_and_theirs()
+    got: list = []
+    body = json.dumps({"SourceArn": f"arn:aws:sqs:us-east-1:{ACCOUNT}:theirs"}).encode()
+    console.execute(e, "StartMessageMoveTask", body, Namespace("us-east-1", ACCOUNT), "localhost:9324",
+                    lambda resp, master: got.append((resp, master)))
+    assert got == [(FORWARDED, "m2")] and b.calls == [("forward", "theirs", 2)]
 
 
 def test_status_shows_a_groups_mismatch_only_when_there_is_one():

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.commands import QueueKey
+from storage.keys import parse_arn, task_handle
 
 from elasticmq_py.endpoint import EndpointConfig
-from elasticmq_py.protocol.queue_key import QUEUE_URL_ACTIONS, queue_key_of
+from elasticmq_py.protocol.queue_key import QUEUE_URL_ACTIONS, SOURCE_ACTIONS, queue_key_of
 from elasticmq_py.protocol.wire import HttpRequest
 
 from tests.endpoint.queue_keys import ERROR, disagreements, full_parse, parser
@@ -25,6 +26,7 @@ from tests.endpoint.samples import SAMPLES
 REGION, ACCOUNT = "us-east-1", "000000000000"
 Q1 = QueueKey(REGION, ACCOUNT, "q1")
 URL = "http://localhost:9324/000000000000/q1"
+ARN_Q1 = "arn:aws:sqs:us-east-1:000000000000:q1"
 
 
 def _auth(region: str = REGION) -> str:
@@ -65,15 +67,14 @@ def test_every_action_in_both_protocols(action, json_model, query_model):
     agrees(*reqs)
     for req in reqs:
         expected = QueueKey(REGION, ACCOUNT, SAMPLES[action]["QueueUrl"].rsplit("/", 1)[1]) \
-            if action in QUEUE_URL_ACTIONS else None
+            if action in QUEUE_URL_ACTIONS else parse_arn(SAMPLES[action].get("SourceArn"))
         assert key(req) == expected
 
 
 def test_the_actions_that_name_no_single_queue():
-    # a name still to be placed, a name and owner to look up, none, or two queues by ARN
-    assert {a for a in SAMPLES if a not in QUEUE_URL_ACTIONS} == {
-        "CreateQueue", "GetQueueUrl", "ListQueues", "ListMessageMoveTasks", "StartMessageMoveTask",
-        "CancelMessageMoveTask"}
+    # a name still to be placed, a name and owner to look up, or none
+    assert {a for a in SAMPLES if a not in QUEUE_URL_ACTIONS | SOURCE_ACTIONS} == {
+        "CreateQueue", "GetQueueUrl", "ListQueues"}
     # a QueueUrl that the action's input has no member for names nothing
     for action in ("ListQueues", "CreateQueue", "GetQueueUrl"):
         req = json_req(action, {"QueueUrl": URL, "QueueName": "q1"})
@@ -82,6 +83,42 @@ def test_the_actions_that_name_no_single_queue():
         req = query_req({"Action": action, "QueueUrl": URL, "QueueName": "q1"})
         assert key(req) is None
         agrees(req)
+
+
+def test_a_move_task_action_names_its_source_queue():
+    # by its ARN, or through the task's handle, which names it (storage/keys.py): the region and
+    # account are the ARN's, whatever the request's scope or the signer's
+    assert SOURCE_ACTIONS == {"StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask"}
+    arn = "arn:aws:sqs:eu-west-3:111122223333:dlq"
+    dlq = QueueKey("eu-west-3", "111122223333", "dlq")
+    handle = task_handle("8a3b7c2e-1f0d-4e5a-9b6c-7d8e9f0a1b2c", arn)
+    reqs = {
+        "start": (json_req("StartMessageMoveTask", {"SourceArn": arn, "DestinationArn": ARN_Q1}), dlq),
+        "list": (json_req("ListMessageMoveTasks", {"SourceArn": arn, "MaxResults": 2}), dlq),
+        "cancel": (json_req("CancelMessageMoveTask", {"TaskHandle": handle}), dlq),
+        "query start": (query_req({"Action": "StartMessageMoveTask", "SourceArn": arn}), dlq),
+        "query list": (query_req(b"", method="GET", query=urlencode({"Action": "ListMessageMoveTasks",
+                                                                     "SourceArn": arn}).encode()), dlq),
+        "query cancel": (query_req({"Action": "CancelMessageMoveTask", "TaskHandle": handle}), dlq),
+        "repeated": (json_req("ListMessageMoveTasks", b'{"SourceArn": "x", "SourceArn": "' + arn.encode() + b'"}'),
+                     dlq),
+        "escaped name": (json_req("StartMessageMoveTask", b'{"Source\\u0041rn": "' + arn.encode() + b'"}'), dlq),
+        "destination only": (json_req("StartMessageMoveTask", {"DestinationArn": arn}), None),
+        "not an arn": (json_req("StartMessageMoveTask", {"SourceArn": "dlq"}), None),
+        "not a string": (json_req("ListMessageMoveTasks", {"SourceArn": 5}), None),
+        "not a handle": (json_req("CancelMessageMoveTask", {"TaskHandle": "foobared"}), None),
+        "a handle of no arn": (json_req("CancelMessageMoveTask", {"TaskHandle": task_handle("t", "dlq")}), None),
+        "a handle without its id": (query_req({"Action": "CancelMessageMoveTask",
+                                               "TaskHandle": task_handle(None, arn)}), dlq),
+        "empty": (query_req({"Action": "ListMessageMoveTasks", "SourceArn": ""}), None),
+        "an arn where a url goes": (json_req("SendMessage", {"SourceArn": arn, "QueueUrl": URL, "MessageBody": "m"}),
+                                    Q1),
+        "get": (json_req("ListMessageMoveTasks", {"SourceArn": arn}, method="GET"), None),
+    }
+    for name, (req, expected) in reqs.items():
+        assert key(req) == expected, name
+        assert key(req, account=None) == expected, name
+    agrees(*(req for req, _ in reqs.values()))
 
 
 def test_the_region_is_the_signing_scope_or_the_endpoints():
@@ -168,10 +205,12 @@ def test_the_full_parse_helper_sees_errors_and_commands():
     assert full_parse(endpoint, json_req("SendMessage", {"QueueUrl": URL})) == ERROR   # no MessageBody
 
 
-_FIELDS = st.sampled_from(["Action", "QueueUrl", "Queue%55rl", "MessageBody", "X-Amz-Credential", "Version"])
+_FIELDS = st.sampled_from(["Action", "QueueUrl", "Queue%55rl", "MessageBody", "X-Amz-Credential", "Version",
+                           "SourceArn", "TaskHandle"])
 _VALUES = st.sampled_from(["SendMessage", "PurgeQueue", "ListQueues", "CreateQueue", URL, "q1", "", "a b",
                            "http://h/111122223333/q%31", "/queue/q1", "AKID/20240101/eu-north-1/sqs/aws4_request",
-                           "m", "%ZZ", "http://[::1"])
+                           "m", "%ZZ", "http://[::1", "StartMessageMoveTask", "CancelMessageMoveTask", ARN_Q1,
+                           task_handle("t", ARN_Q1), task_handle("t", "q1")])
 
 
 @given(st.lists(st.tuples(_FIELDS, _VALUES), max_size=6), st.sampled_from(["/", "/000000000000/q1", "/queue/q2", "/a/b/c"]),
@@ -183,9 +222,11 @@ def test_random_query_forms_agree(fields, path, method):
                                                                                        query=raw))
 
 
-@given(st.dictionaries(st.sampled_from(["QueueUrl", "MessageBody", "Attributes", "QueueName"]),
+@given(st.dictionaries(st.sampled_from(["QueueUrl", "MessageBody", "Attributes", "QueueName", "SourceArn",
+                                        "TaskHandle"]),
                        st.one_of(_VALUES, st.integers(), st.none(), st.just({"QueueUrl": URL}))),
-       st.sampled_from(["SendMessage", "GetQueueAttributes", "CreateQueue", "ListQueues", "DeleteQueue"]))
+       st.sampled_from(["SendMessage", "GetQueueAttributes", "CreateQueue", "ListQueues", "DeleteQueue",
+                        "StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask"]))
 @settings(max_examples=300, deadline=None)
 def test_random_json_bodies_agree(body, action):
     agrees(json_req(action, body))

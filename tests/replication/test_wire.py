@@ -477,9 +477,18 @@ def test_a_group_lease_frame_of_the_wrong_shape_is_refused():
 def test_the_handover_frames_come_after_every_older_tag_and_round_trip():
     older = FRAME_TYPES.index(messages.Released)
     assert FRAME_TYPES.index(messages.HandOver) > older and FRAME_TYPES.index(messages.Resign) > older
-    assert FRAME_TYPES[-2:] == (messages.HandOver, messages.Resign)
+    assert (FRAME_TYPES.index(messages.HandOver), FRAME_TYPES.index(messages.Resign)) == (23, 24)
     tx, rx = group_pair()
     items = ((2, messages.HandOver(7, "n3")), (1, messages.Resign(4)), (0, messages.Resign(5, "n2")))
+    assert rx.decode_bundle(tx.encode_bundle(items, "n2")) == ("n1", items)
+
+
+def test_the_read_barrier_frames_come_after_every_older_tag_and_round_trip():
+    assert FRAME_TYPES[-2:] == (messages.Barrier, messages.BarrierAt)
+    assert FRAME_TYPES.index(messages.Barrier) > FRAME_TYPES.index(messages.Resign)
+    tx, rx = group_pair()
+    items = ((2, messages.Barrier(2**40 + 1)), (1, messages.BarrierAt(2**40 + 1, 7, 123_456)),
+             (0, messages.BarrierAt(1, 0, 0)))
     assert rx.decode_bundle(tx.encode_bundle(items, "n2")) == ("n1", items)
 
 

@@ -112,6 +112,7 @@ def test_a_callable_is_named_by_module_or_file(user_module, monkeypatch):
             load(spec)
 
 
+@pytest.mark.slow
 def test_sim_run_with_a_users_workload_and_analyze_with_a_users_checks(spark, user_module, tmp_path, capsys):
     path, _ = user_module
     out = tmp_path / "run"

@@ -64,6 +64,7 @@ def test_the_project_configures_spark_for_this_machine_and_lets_a_cluster_overri
     assert spark_conf("local[2]")["spark.ui.enabled"] == "true"
 
 
+@pytest.mark.slow
 def test_clean_seeds_pass_on_local2_and_the_analysis_reports_them(spark, tmp_path):
     out = tmp_path / "clean"
     progress = io.StringIO()

@@ -20,17 +20,17 @@ the master is the action's queue's group master (``_group``), as for a client re
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Callable
 
 from storage.commands import Namespace, QueueKey
 from storage.errors import INTERNAL_ERROR, SERVICE_UNAVAILABLE, SqsError
+from storage.keys import command_key
 
 from cluster.node_actions import LOCAL, ForwardTo
 
 from elasticmq_py.protocol import json_proto, requests, responses
-from elasticmq_py.protocol.addressing import base_url, key_from_queue_url
+from elasticmq_py.protocol.addressing import base_url
 from elasticmq_py.protocol.wire import HttpRequest, HttpResponse, RequestContext
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def execute(endpoint: Any, action: str, body: bytes, ns: Namespace, host: str | 
     """Run ``action`` (its JSON body) in ``ns`` where SQS would run it; ``done(answer, master)``,
     ``master`` naming the member it was forwarded to (None: this node answered)."""
     backend = endpoint.backend
-    group = _group(backend, body, ns)
+    group = _group(endpoint, action, body, ns)
     route = backend.route() if group is None else backend.route(group)
     if route is LOCAL:
         execute_here(endpoint, action, body, ns, host, lambda resp: done(resp, None))
@@ -103,17 +103,19 @@ def serve_forwarded(endpoint: Any, req: HttpRequest, respond: Answered, group: i
     execute_here(endpoint, action, req.body, Namespace(region, account), req.headers.get("host"), respond)
 
 
-def _group(backend: Any, body: bytes, ns: Namespace) -> int | None:
-    """With replication groups, the group of the action's queue (0 for none, or one no group
-    holds, as the endpoint routes them); None with one group."""
+def _group(endpoint: Any, action: str, body: bytes, ns: Namespace) -> int | None:
+    """With replication groups, the group that runs the action, as for a client request: its
+    queue's (a redrive's: its source queue's), by the node core's rule (``request_group``);
+    None with one group."""
+    backend = endpoint.backend
     if getattr(backend, "groups", 1) == 1:
         return None
     try:
-        url = json.loads(body).get("QueueUrl")
-        key = key_from_queue_url(url, ns) if isinstance(url, str) else None
-    except (ValueError, AttributeError, SqsError):
+        command = requests.BUILDERS[action](json_proto.parse_reference(action, body, endpoint.model),
+                                            RequestContext(ns, ""))
+    except SqsError:
         return 0          # the parse on the master answers the error
-    return (backend.group_of(key) if key is not None else None) or 0
+    return backend.request_group(command_key(command))
 
 
 def execute_here(endpoint: Any, action: str, body: bytes, ns: Namespace, host: str | None,
