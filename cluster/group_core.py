@@ -29,6 +29,8 @@ for their ack policy. GroupCore holds one and decides, for it:
 * **The hand-on.** An amnesiac Raft leader whose sync cannot finish hands leadership on.
 * **Handover and resignation** (several groups, cluster/group_handover.py). ``hand_over`` is
   today's step-down, per group; a master whose group lease stays lapsed resigns the group.
+* **Moves between groups** (several groups, cluster/group_moves.py): the serving master's move
+  driver, whose steps run as the master's own operations under ``majority``.
 * The master's time acting through replicated ``Tick`` commands, and the master's
   ``replication`` history line.
 
@@ -53,6 +55,7 @@ from cluster import decisions
 from cluster.compaction import Compactor
 from cluster.errors import MasterChanged, NotStored, Throttled
 from cluster.group_handover import GroupHandover
+from cluster.group_moves import MOVE_FRAMES, GroupMoves
 from cluster.membership import GateOpened, Record, StepDown, View
 from cluster.node_actions import (
     Action, Answer, FlushDue, ForgetDropped, Persist, PersistReset, ServingChanged, ThrottleChanged, ToRaft,
@@ -61,7 +64,7 @@ from cluster.node_actions import (
 from cluster.queue_policies import TAG_CHANGES, QueuePolicies
 from cluster.replication.core import Abandoned, Note, ReplicationCore, Serving, StorageReplaced
 from cluster.replication.log import Entry, ReplicationLog
-from cluster.replication.messages import Ack, Complete, FlushAt, Rejected, Send, SnapshotAck, Throttle
+from cluster.replication.messages import Ack, AckPolicy, Complete, FlushAt, Rejected, Send, SnapshotAck, Throttle
 
 if TYPE_CHECKING:
     from cluster.group_mastery import GroupMastery
@@ -127,6 +130,7 @@ class GroupCore:
         self.compactor = Compactor(settings.snapshot_min_bytes, settings.snapshot_step_bytes,
                                    settings.snapshot_blob_records)
         self.handover = GroupHandover(self)     # several groups: giving the group up
+        self.moves = GroupMoves(self)           # several groups: moves to and from the others
         if mastery is not None:
             self.replication.group = index
             mastery.follow(self.replication.following)
@@ -189,6 +193,9 @@ class GroupCore:
         mastery sees it first: its beats, and a new master's sync request, which it may hold)."""
         m = self.mastery
         if m is not None:
+            if type(frame) in MOVE_FRAMES:
+                self.moves.frame(sender, frame, now, out)
+                return
             handled, sends = m.on_frame(sender, frame, now)
             for to, f in sends:
                 out.append(Send(to, f, self.index))
@@ -242,13 +249,15 @@ class GroupCore:
 
     def upkeep(self, now: float, out: list[Action]) -> None:
         """Once a tick: time acting on the master's storage, the progress line, the hand-on check
-        (with several groups: the handover's progress and the resignation check)."""
+        (with several groups: the moves to and from other groups, the handover's progress and the
+        resignation check)."""
         if self.settings.storage_ticks and now >= self._next_storage_tick and self.node.serving(now, self.index):
             self._storage_tick(now, out)
         self._progress_line(now, out)
         if self.mastery is None:
             self._hand_on_check(now, out)
         else:
+            self.moves.step(now, out)
             self.handover.step(now, out)
             self.handover.resign_check(now, out)
 
@@ -560,16 +569,22 @@ class GroupCore:
 
     def _storage_tick(self, now: float, out: list[Action]) -> None:
         """Let time act on the master: its effects are replicated like a client's operation."""
-        result, mutations = self.replication.storage.execute(Tick())
+        result = self.execute_internal(Tick(), self.settings.policy, now, out)
         # Hitting the cap means more is due: tick again at the next core tick.
         self._next_storage_tick = now if result.effects >= Tick().max_effects else now + STORAGE_TICK_S
+
+    def execute_internal(self, command: Command, policy: AckPolicy, now: float, out: list[Action]) -> Any:
+        """Run the master's own ``command`` (a ``Tick``, a move's step) on the storage and
+        replicate its effects under ``policy``; nobody waits for its answer."""
+        result, mutations = self.replication.storage.execute(command)
         if mutations:
             op = next(self._op_ids)
             self._pending[op] = (_INTERNAL, None, True, None)
-            self._replication(self.replication.submit(op, mutations, self.settings.policy), now, out)
+            self._replication(self.replication.submit(op, mutations, policy), now, out)
             if not self.flush_due:
                 self.flush_due = True
                 out.append(FlushDue())
+        return result
 
     def _progress_line(self, now: float, out: list[Action]) -> None:
         """The master's `replication` history line: each replica's acknowledged position and lag,

@@ -27,8 +27,8 @@ The gate. Storage does not know log positions, so the driver notes, when it firs
 thing that must be committed (an outbox entry it reads, a command it asked for), the log's last
 seq at its next ``tick``, and acts once the group's majority-committed seq reaches that.
 
-The caller (the group core) runs a driver only while it is the group's serving master, a new
-one per mastership, and guarantees:
+The caller (cluster/group_moves.py, for the group core) runs a driver only while it is the
+group's serving master, a new one per mastership, and guarantees:
 
 * at each ``tick``, every mutation executed on the storage so far is in the log at or below
   ``logged_seq``: it cuts the staged operations into a batch first
@@ -128,6 +128,9 @@ class _Gate:
             self._cohorts.append((logged_seq, self._open))
             self._open = []
 
+    def empty(self) -> bool:
+        return not (self._open or self._cohorts)
+
     def release(self, committed_seq: int) -> Iterable[Any]:
         cohorts = self._cohorts
         while cohorts and cohorts[0][0] <= committed_seq:
@@ -166,6 +169,10 @@ class MoveDriver:
         self._adopting: set[str] = set()
         self._refused: dict[str, str] = {}        # move id -> reason, for this mastership
         self._src_epochs: dict[int, int] = {}     # source group -> newest epoch heard from
+
+    def idle(self) -> bool:
+        """Nothing to offer, forget or answer: a tick would only scan the outbox."""
+        return not (self._items or self._accepted) and self._answer_gate.empty()
 
     # -- events ----------------------------------------------------------------------------------
 

@@ -142,6 +142,12 @@ class ThrottleChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class MessagesArrived:
+    """Messages arrived in a queue of this node's storage with no client's operation to say so
+    (moved in from another group, or returned to their source): parked receives check again."""
+
+
+@dataclass(frozen=True, slots=True)
 class Warn:
     """Something for the operator's log (the runtime rate-limits it)."""
 
@@ -186,5 +192,5 @@ class FlushDue:
 
 
 Action = Union[Send, Answer, ForwardAnswered, ForwardFailed, ServeForwarded, ToRaft, ServingChanged,
-               ThrottleChanged, FlushDue, Warn, StorageReplaced, Record, Rejected, Persist, PersistReset, Snapshot,
+               ThrottleChanged, MessagesArrived, FlushDue, Warn, StorageReplaced, Record, Rejected, Persist, PersistReset, Snapshot,
                ForgetDropped]

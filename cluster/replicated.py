@@ -45,8 +45,8 @@ from cluster.forward_batches import ForwardBatcher
 from cluster.history import HistoryWriter
 from cluster.membership import RaftSample, View
 from cluster.node_actions import (
-    Answer, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, Persist, PersistReset, PlaceFailed, Placed, Route,
-    ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
+    Answer, FlushDue, ForgetDropped, ForwardAnswered, ForwardFailed, MessagesArrived, Persist, PersistReset,
+    PlaceFailed, Placed, Route, ServeForwarded, ServingChanged, ThrottleChanged, ToRaft, TransferLeadership, Warn,
 )
 from cluster.node_core import CoreSettings, NodeCore, restarts_amnesiac
 from cluster import view_floor
@@ -557,6 +557,9 @@ class ReplicatedStorage:
         elif t is StorageReplaced:
             if self.on_storage is not None:
                 self.on_storage(a.storage)
+        elif t is MessagesArrived:
+            if self.on_changed is not None:
+                self.on_changed()
         elif t is ThrottleChanged:
             log.warning("stream: %s producer throttling", "starting" if a.on else "ending")
         elif t is Rejected:

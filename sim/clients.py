@@ -20,6 +20,7 @@ and deletes until every queue is empty, so that every message still stored is se
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from storage.commands import (
     SendMessageBatch, SendMessageBatchEntry,
 )
 
-from cluster.checker.schema import ClientOp, ReceivedMessage
+from cluster.checker.schema import ClientOp, NodeEvent, ReceivedMessage
 
 from sim.workload import KINDS, NS, QUEUE_VISIBILITY_S, Workload
 
@@ -269,7 +270,13 @@ class SetupClient(Client):
     def done(self, req: Request, outcome: str, result: Any, error: str | None, hint: str | None) -> None:
         w = self.world
         if outcome == "ok":
-            self.commands.pop(0)
+            created = self.commands.pop(0)
+            policy = created.attributes.get("RedrivePolicy") if type(created) is CreateQueue else None
+            if policy:
+                # the checker judges a dead-letter queue with its source (cluster/checker/moves.py)
+                dlq = json.loads(policy)["deadLetterTargetArn"].rsplit(":", 1)[1]
+                w.record(NodeEvent(w.now_s, w.names[self.target], "redrive", {"queue": created.name,
+                                                                             "dead_letter": dlq}))
             w.at(w.now, self._next, None)
             return
         if hint is not None and hint in w.names:

@@ -285,6 +285,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if True:\n            return False",
            "a read across groups runs on this node's replicas at once, without the other groups' barriers",
            groups=True),
+    # -- moves between groups: cluster/moves.py --------------------------------------------------
+    Mutant("offer-before-commit", "cluster/moves.py",
+           "for move_id in self._offer_gate.release(committed_seq):",
+           "for move_id in self._offer_gate.release(logged_seq):",
+           "a source master offers a move its group has not committed: a failover of the source puts "
+           "the message back in its queue while the destination holds a copy", groups=True),
+    Mutant("forget-before-accepted-commit", "cluster/moves.py",
+           "for move_id in self._forget_gate.release(committed_seq):",
+           "for move_id in self._forget_gate.release(logged_seq):",
+           "a source master tells the destination to forget a move before its acceptance is committed: "
+           "a new source master offers it again to a destination that no longer remembers it", groups=True),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
@@ -390,6 +401,16 @@ NOT_FOUND: dict[str, str] = {
         "a replica applies another group's batch within a round trip of its master's answer, and the "
         "simulated clients list queues only after a create's answer came back to them: a stale list "
         "needs a replica's link slower than the client's round trip, which no seed of 300 plays",
+    "offer-before-commit":
+        "the batch that holds the outbox entry leaves before the offer, on the same in-order link, so "
+        "the destination's master holds the entry as a replica of the source group; a failover loses "
+        "it only if the source's old master crashes before a majority acked it and its new master's "
+        "sync counts a majority without the destination's master (five members, that one cut off right "
+        "then): no seed of 300 plays that",
+    "forget-before-accepted-commit":
+        "as for offer-before-commit: the batch that holds the acceptance reaches the destination's "
+        "master before the forget, and a new source master misses it only if its sync's majority "
+        "leaves out that member while the old master crashed with the acceptance uncommitted",
 }
 
 
@@ -429,6 +450,11 @@ UNIT_TESTS: dict[str, str] = {
     "read-barrier-skipped":
         "tests/cluster/test_read_barrier.py::"
         "test_list_queues_waits_until_the_replica_has_what_the_other_groups_master_acknowledged",
+    "offer-before-commit":
+        "tests/cluster/test_moves.py::test_an_entry_is_offered_only_once_its_batch_is_committed",
+    "forget-before-accepted-commit":
+        "tests/cluster/test_moves.py::"
+        "test_the_destination_answers_only_once_the_adopt_is_committed_and_the_source_forgets_after_its_commit",
 }
 # what a unit test's copy of the tree needs besides PACKAGES
 UNIT_TEST_PACKAGES = ("elasticmq_py", "tests")

@@ -31,6 +31,7 @@ run (in the Spark executor that runs the seed). A ``Workload`` has two methods:
 
 from __future__ import annotations
 
+import json
 import random
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
@@ -50,6 +51,11 @@ KINDS = ("send", "send_batch", "receive", "delete", "change_visibility", "create
 # (half each): the queues created meanwhile land in every group, and a list reads them all.
 QUEUE_OPS = 0.02
 NEW_PREFIX = "sim-new-"
+# With replication groups: a queue whose dead-letter queue is in another group (placement
+# alternates, so the dead-letter queue, created first, lands in another group than its source)
+REDRIVEN = "sim-redriven"
+DEAD = "sim-dead"
+MAX_RECEIVES = 1                # the source's maxReceiveCount: a message received again moves
 
 
 class Workload(Protocol):
@@ -69,6 +75,11 @@ class StandardWorkload:
         # With replication groups, a standard queue more for each group past the second: queues
         # are placed in the least-loaded group as they are created, so every group holds one.
         self.std = (STD,) + tuple(f"{STD}-{g}" for g in range(2, scenario.groups))
+        # ... and a dead-letter pair across groups: clients send to and receive from the source,
+        # and receive from the dead-letter queue (which nobody sends to: what it holds was moved)
+        self.moves = scenario.groups > 1
+        self.sent_to = self.std + ((REDRIVEN,) if self.moves else ())
+        self.received_from = self.sent_to + ((DEAD,) if self.moves else ())
         # ... and the queue operations draw from a stream of their own per client, so that the
         # other operations are drawn as without them
         self.queue_ops: dict[str, random.Random] | None = {} if scenario.groups > 1 else None
@@ -77,13 +88,18 @@ class StandardWorkload:
         self.list_next: set[str] = set()
 
     def queues(self) -> list[CreateQueue]:
-        return [CreateQueue(NS, STD, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}, self.std_tags),
-                CreateQueue(NS, FIFO, {"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)})] + \
-            [CreateQueue(NS, q, {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}, self.std_tags) for q in self.std[1:]]
+        vt = {"VisibilityTimeout": str(QUEUE_VISIBILITY_S)}
+        out = [CreateQueue(NS, STD, vt, self.std_tags), CreateQueue(NS, FIFO, {"FifoQueue": "true", **vt})] + \
+            [CreateQueue(NS, q, vt, self.std_tags) for q in self.std[1:]]
+        if self.moves:
+            policy = json.dumps({"deadLetterTargetArn": NS.key(DEAD).arn, "maxReceiveCount": MAX_RECEIVES})
+            out += [CreateQueue(NS, DEAD, vt, self.std_tags),
+                    CreateQueue(NS, REDRIVEN, {**vt, "RedrivePolicy": policy}, self.std_tags)]
+        return out
 
-    def _std(self, client: "Client") -> str:
+    def _std(self, client: "Client", pool: tuple[str, ...]) -> str:
         # one group: no draw, as a run without groups always drew
-        return STD if len(self.std) == 1 else client.rng.choice(self.std)
+        return STD if len(pool) == 1 else client.rng.choice(pool)
 
     def draw(self, client: "Client") -> tuple[str, dict[str, Any]]:
         if self.queue_ops is not None:
@@ -104,15 +120,15 @@ class StandardWorkload:
         if kind in ("delete", "change_visibility") and not client.held:
             kind = "receive" if rng.random() < 0.5 else "receive_fifo"
         if kind == "send":
-            return "send", {"queue": self._std(client)}
+            return "send", {"queue": self._std(client, self.sent_to)}
         if kind == "send_fifo":
             return "send", {"queue": FIFO, "group": f"g{rng.randrange(self.groups)}"}
         if kind == "send_batch":
             if rng.random() < 0.5:
-                return "send_batch", {"queue": self._std(client), "count": rng.randint(1, 10)}
+                return "send_batch", {"queue": self._std(client, self.sent_to), "count": rng.randint(1, 10)}
             return "send_batch", {"queue": FIFO, "count": rng.randint(1, 10), "group": f"g{rng.randrange(self.groups)}"}
         if kind in ("receive", "receive_fifo"):
-            return "receive", {"queue": FIFO if kind == "receive_fifo" else self._std(client),
+            return "receive", {"queue": FIFO if kind == "receive_fifo" else self._std(client, self.received_from),
                                "max": rng.choice((1, 1, 2, 5, 10)), "vt": rng.choice((None, None, 1, 2, 10))}
         held = client.held
         h = held.pop(0) if rng.random() < 0.7 else held.pop(rng.randrange(len(held)))

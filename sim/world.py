@@ -360,7 +360,9 @@ class World:
             return False
         for g in range(self.sc.groups):
             m = self.master(g)
-            if m is None or m.core.groups[g].storage.message_count() != 0:
+            storage = m.core.groups[g].storage if m is not None else None
+            # a message moving to another group's queue is in the source's outbox meanwhile
+            if storage is None or storage.message_count() != 0 or storage.outbox_count() != 0:
                 return False
         return True
 

@@ -86,6 +86,10 @@ class Outbox:
         """(move id, destination ARN) of the moves the destination holds, oldest first."""
         return [(e.move_id, e.dst_arn) for e in self._outbox.values() if e.accepted]
 
+    def outbox_count(self) -> int:
+        """The moves not yet cleared from the outbox, pending or accepted."""
+        return len(self._outbox)
+
     def moves_in(self) -> list[str]:
         """The ids of the moves adopted here and not yet forgotten, oldest first."""
         return list(self._moves_in)

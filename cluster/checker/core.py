@@ -20,10 +20,11 @@ from typing import Iterable
 
 from cluster.checker.during import quiescent_divergence, unavailability
 from cluster.checker.listing import stale_lists
+from cluster.checker.moves import dead_letter_sources, never_settled
 from cluster.checker.node_rules import gating_violations, throttle_violations
 from cluster.checker.schema import (DELETE, MESSAGE_OPS, OK, RECEIVE, SEND, UNKNOWN, ClientOp,
                                     History, ReceivedMessage, load_dir)
-from cluster.checker.verdict import (AFTER_ACKED_DELETE, AFTER_TIMEOUT, AFTER_UNKNOWN_DELETE,
+from cluster.checker.verdict import (AFTER_ACKED_DELETE, AFTER_MOVE, AFTER_TIMEOUT, AFTER_UNKNOWN_DELETE,
                                      AFTER_VISIBILITY_CHANGE, BATCH_ORDER, CONCURRENT, IN_WINDOW, OVERTAKE,
                                      REORDER, RESEND, SEQ_INVERSION, ActiveInterval, Divergence, Duplicate,
                                      LostSend, MasterOverlap, OrderViolation, QueueCounts, Recovered,
@@ -55,10 +56,12 @@ def check_dir(path: str | os.PathLike[str], **kw: float) -> Verdict:
 
 def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
           tolerance: float = 0.0) -> Verdict:
+    # a dead-letter queue is judged with its source (cluster/checker/moves.py)
+    sources = dead_letter_sources(history)
     by_queue: dict[str, list[ClientOp]] = defaultdict(list)
     for op in history.ops:
         if op.op in MESSAGE_OPS:
-            by_queue[op.queue].append(op)
+            by_queue[sources.get(op.queue, op.queue)].append(op)
     queues: dict[str, QueueCounts] = {}
     lost: list[LostSend] = []
     unexpected: list[Unexpected] = []
@@ -66,7 +69,8 @@ def check(history: History, default_visibility_timeout: float = DEFAULT_VISIBILI
     recovered: list[Recovered] = []
     order: list[OrderViolation] = []
     for qname in sorted(by_queue):
-        qc = _QueueCheck(qname, by_queue[qname], default_visibility_timeout, tolerance)
+        qc = _QueueCheck(qname, by_queue[qname], default_visibility_timeout, tolerance,
+                         frozenset(q for q, src in sources.items() if src == qname))
         qc.run()
         queues[qname] = qc.counts
         lost += qc.lost
@@ -97,8 +101,10 @@ def _seq_key(s: str | None) -> tuple[int, int | str] | None:
 
 
 class _QueueCheck:
-    def __init__(self, queue: str, ops: list[ClientOp], default_vt: float, tol: float) -> None:
+    def __init__(self, queue: str, ops: list[ClientOp], default_vt: float, tol: float,
+                 dead_letter: frozenset[str] = frozenset()) -> None:
         self.queue = queue
+        self.dead_letter = dead_letter   # the queues judged with this one: its moved messages
         self.ops = ops
         self.default_vt = default_vt
         self.tol = tol
@@ -196,6 +202,12 @@ class _QueueCheck:
                                                 tuple(a.op_id for a in attempts)))
             else:
                 c.unrecovered += 1
+        if self.dead_letter:
+            for token in never_settled(sends, by_token, self.deletes):
+                oks = [a for a in sends[token] if a.outcome == OK]
+                c.lost += 1
+                self.lost.append(LostSend(self.queue, token, tuple(a.op_id for a in oks), min(a.end for a in oks),
+                                          tuple(a.message_id for a in oks if a.message_id is not None)))
 
         # Duplicates, classified.
         for token in sorted(by_token):
@@ -305,6 +317,8 @@ class _QueueCheck:
                 continue
             w = self._window_end(x, d.end, ignore_deletes=True)
             if w is None or d.end + self.tol >= w:
+                if self.dead_letter:
+                    continue   # a receive that moved the message answered nothing: no record shows it
                 k = bisect_left(self.maybe_starts, d.end)
                 if k and self.maybe_latest_end[k - 1] > x.t0:
                     continue
@@ -313,6 +327,11 @@ class _QueueCheck:
 
     def _classify(self, y: Delivery, earlier: list[Delivery], all_ds: list[Delivery]) -> None:
         tol = self.tol
+        if self.dead_letter and y.op.queue == self.queue:
+            for x in earlier:
+                if x.op.queue != self.queue and x.t1 + tol < y.t0:
+                    self._dup(y, AFTER_MOVE, x)
+                    return
         for x in earlier:
             d = self._effective_delete(x, all_ds)
             if d is not None and d.end + tol < y.t0:

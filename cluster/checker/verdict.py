@@ -17,8 +17,9 @@ AFTER_UNKNOWN_DELETE = "after_unknown_delete"  # legitimate: a delete was tried 
 AFTER_VISIBILITY_CHANGE = "after_visibility_change"  # legitimate: a visibility change ended the window early
 CONCURRENT = "concurrent"                    # the times cannot tell (neither definitely in nor out of the window)
 RESEND = "resend"                            # another message carrying the same token: the client sent it again
+AFTER_MOVE = "after_move"                    # handed out by its source after its dead-letter queue handed it out
 DUPLICATE_CATEGORIES = (IN_WINDOW, AFTER_ACKED_DELETE, AFTER_TIMEOUT, AFTER_UNKNOWN_DELETE,
-                        AFTER_VISIBILITY_CHANGE, CONCURRENT, RESEND)
+                        AFTER_VISIBILITY_CHANGE, CONCURRENT, RESEND, AFTER_MOVE)
 
 # Kinds of FIFO order violation.
 REORDER = "reorder"          # b's first delivery definitely before a's first delivery
@@ -191,6 +192,10 @@ class Verdict:
     def lost_deletes(self) -> tuple[Duplicate, ...]:
         return tuple(d for d in self.duplicates if d.category == AFTER_ACKED_DELETE)
 
+    @property
+    def moved_back(self) -> tuple[Duplicate, ...]:
+        return tuple(d for d in self.duplicates if d.category == AFTER_MOVE)
+
     def unavailable_for(self, policy: str, queue_policies: Mapping[str, str] | None = None) -> list[Any]:
         """The unavailable windows that count under ``policy``: a queue whose policy is ``all``
         rightly waits for a slow replica, so its sends count only while every member was healthy."""
@@ -253,6 +258,9 @@ class Verdict:
             out.append(f"in-window: {len(in_window)} messages handed out twice inside one visibility window")
         if lost_deletes := promised(self.lost_deletes):
             out.append(f"lost deletes: {len(lost_deletes)} messages delivered after an acknowledged delete")
+        if moved_back := promised(self.moved_back):
+            out.append(f"moved back: {len(moved_back)} messages handed out by their source after their dead-letter "
+                       "queue handed them out")
         if stale := promised(self.stale_lists):
             s = stale[0]
             out.append(f"stale lists: {len(stale)} queues missing from a ListQueues invoked after their creation "

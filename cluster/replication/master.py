@@ -401,6 +401,10 @@ class MasterReplicator:
             self._gather(out, now_ms)
         return out
 
+    def committed(self, policy: AckPolicy) -> int:
+        """The highest seq held by as many copies as ``policy`` requires."""
+        return self._committed(policy)
+
     def _committed(self, policy: AckPolicy) -> int:
         """The highest seq held by as many copies as ``policy`` requires: the master's own and
         ``required`` replicas'. With a journal the master's copy counts only once on its disk,

@@ -157,6 +157,7 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
         assert f'elasticmq_cluster_group_serving{{group="{mine}"}} 1.0' in metrics
         assert 'elasticmq_cluster_group_queues{group="0"} 2.0' in metrics
 
+    _dead_letter_move_across_groups(cluster, masters)
     # A move task runs in its source queue's group, whichever endpoint starts, lists or cancels
     # it: g-1 and g-4 are group 1's (placed in turn), g-1 the dead-letter queue of g-4.
     arn = {q: f"arn:aws:sqs:us-east-1:000000000000:{q}" for q in ("g-1", "g-4")}
@@ -190,6 +191,48 @@ def test_queues_spread_over_groups_and_every_endpoint_serves_every_queue(groups3
     # The dashboard of the member that now masters two groups shows each group and its master.
     pill = _dashboard_shows_groups(next(n.url for n in cluster.plan if n.name == to), tmp_path / "chromium-profile")
     assert pill == "serving, by forwarding other groups to their masters"
+
+
+def _dead_letter_move_across_groups(cluster: localcluster.LocalCluster, masters: list[str]) -> None:
+    """A message received past maxReceiveCount moves to a dead-letter queue of another group
+    (the outbox and the move driver, docs/groups.md) and is received from it once, by a long
+    poll that its arrival wakes."""
+    sqs = _retrying(cluster.plan[2].url)
+    # the groups hold two queues each: the dead-letter queue lands in group 0, its source in 1
+    dlq = sqs.create_queue(QueueName="dead")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    deadline = time.monotonic() + 10
+    while True:
+        try:   # the source's master reads the dead-letter queue from its replica of group 0
+            src = sqs.create_queue(QueueName="redriven", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+            break
+        except ClientError:
+            assert time.monotonic() < deadline, "the dead-letter queue never became visible to its source"
+            time.sleep(0.1)
+    groups = [g["queues"] for g in _status(cluster.plan[2].url)["groups"]]   # it placed both
+    assert groups == [3, 3, 2], groups
+    sent = sqs.send_message(QueueUrl=src, MessageBody="to the dead letters")["MessageId"]
+    first = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
+    assert [m["MessageId"] for m in first] == [sent]
+    # a long poll parked on the dead-letter queue's master before the move
+    dead_master = next(n for n in cluster.plan if n.name == masters[0]).url
+    dlq = dead_master + dlq[dlq.index("/", len("http://")):]
+    polled: dict[str, list] = {}
+    poll = threading.Thread(target=lambda: polled.update(got=_retrying(dead_master).receive_message(
+        QueueUrl=dlq, WaitTimeSeconds=10).get("Messages", [])))
+    poll.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    # received again past maxReceiveCount: it leaves through the outbox, and the receive gets nothing
+    assert sqs.receive_message(QueueUrl=src).get("Messages", []) == []
+    poll.join(12)
+    assert time.monotonic() - started < 5, "the arrival woke the long poll, not the end of its wait"
+    got = polled["got"]
+    assert [(m["MessageId"], m["Body"]) for m in got] == [(sent, "to the dead letters")]
+    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=got[0]["ReceiptHandle"])
+    assert sqs.receive_message(QueueUrl=dlq).get("Messages", []) == []
+    assert sqs.receive_message(QueueUrl=src).get("Messages", []) == []
 
 
 def _producers(nodes: list, paths: dict[str, str], stop: threading.Event, timeout: float):

@@ -10,7 +10,7 @@ import pytest
 
 from sim.mutants import GROUP_SETTINGS
 from sim.scenario import generate
-from sim.workload import NEW_PREFIX
+from sim.workload import DEAD, NEW_PREFIX, REDRIVEN
 from sim.world import simulate
 
 # seeds 0..59 draw these group counts (a generator of their own): a few of each, with faults,
@@ -28,7 +28,9 @@ def test_a_seed_with_groups_passes_every_judge(seed):
     assert {g for _, g in activated} == set(range(sc.groups)), "every group had a master"
     placed = {d["queue"]: d["group"] for d in lines if d["event"] == "placed"}
     setup = {q: g for q, g in placed.items() if not q.startswith(NEW_PREFIX)}
+    pair = {q: setup.pop(q) for q in (DEAD, REDRIVEN)}
     assert sorted(setup.values()) == sorted(range(sc.groups)), "one queue in each group"
+    assert pair == {DEAD: 0, REDRIVEN: 1}, "and a dead-letter pair across two groups"
     # the queues the clients create meanwhile (and list, across groups) are placed as they come
     created = {d["queue"] for d in lines if d["event"] == "client_op" and d["op"] == "create_queue"
                and d["outcome"] == "ok"}
