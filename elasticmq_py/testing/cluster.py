@@ -537,7 +537,7 @@ class Cluster:
             if len(views) != 1:
                 return None
             view = next(iter(sts.values()))["view"]
-            if view["master"] != actives[0]:
+            if view is None or view["master"] != actives[0]:
                 return None
             if members is not None and set(view["members"]) != members:
                 return None

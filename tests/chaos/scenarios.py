@@ -62,7 +62,7 @@ def isolate_replica(run: Run) -> None:
     run.never_succeeds([r], cut)
     # the master and the other replica are a majority all along: no reason to stop serving
     run.keeps_serving(cut + 1.0)
-    run.keeps_office(m, cut)
+    run.keeps_office(m, cut, keep=others(run, r))
     run.hold(cut + hold - time.time())
 
 
@@ -100,8 +100,9 @@ def bridge(run: Run) -> None:
     # whoever ends up master, the middle node gives it a majority: after the dust settles, it serves
     run.keeps_serving(cut + hold / 2)
     # and it is the master of the moment: the cut-off end's pre-vote finds no majority (the middle
-    # still hears the master), so the cut and its heal depose nobody
-    run.keeps_office(m, cut)
+    # still hears the master), so the cut and its heal depose nobody; with groups, nor do the
+    # groups of the members the master still hears (an end it cannot hear may lose its groups)
+    run.keeps_office(m, cut, keep=others(run, next(e for e in ends if e != m)) if m in ends else run.names)
     run.hold(cut + hold - time.time())
 
 
@@ -214,8 +215,8 @@ def pause_master(run: Run) -> None:
     run.hold(t + pause - time.time())
     c.sigcont(m)
     run.note(m, "resume", "SIGCONT")
-    # It was deposed while paused: once it runs again it must see so, not serve.
-    c.wait_for(f"{m} resumes as a replica", lambda: (c.status(m) or {}).get("active") is False, 10)
+    # It was deposed while paused: once it runs again it must see so, not serve (any group).
+    c.wait_for(f"{m} resumes as a replica", lambda: _serves_nothing(c.status(m) or {}), 10)
     run.observe(new_master=new, old_master=m)
 
 
@@ -234,6 +235,10 @@ def restart_empty(run: Run) -> None:
     run.observe(transfer=lt)
 
 
+def _serves_nothing(st: dict[str, Any]) -> bool:
+    return st.get("active") is False and not any(g["serving"] for g in st.get("groups", ()))
+
+
 def _transfer_after(c: Cluster, node: str, since: float) -> dict[str, Any] | None:
     st = c.status(node)
     lt = (st or {}).get("replication", {}).get("last_transfer")
@@ -248,8 +253,9 @@ def slow_link(run: Run) -> None:
     """A slow replica link (200 ms each way, a bandwidth cap): lag shows, producers are throttled; cut it: they are not.
 
     Under policy ``all`` the slow replica's acks pace every send instead, so the sends must get
-    through slowly rather than be throttled."""
-    c, m = run.c, run.master
+    through slowly rather than be throttled. With groups the story is group 0's (its master, the
+    clients' only endpoint, and its queue ``jobs``)."""
+    c, m = run.c, run.masters[0]
     r = run.choose("slow_replica", others(run, m))
     latency = int(run.draw("latency_ms", 200, (200, 200)))
     rate = int(run.draw("rate_kb", 8, (4, 16)))
@@ -344,8 +350,10 @@ def _sample(c: Cluster, master: str, replica: str, until: float,
 # "Chaos tests"; tests/chaos/transfer_probe.py watches one).
 @scenario("reset-transfer", prefill=(6000, 12000), replication={"log-limit-mb": 1})
 def reset_transfer(run: Run) -> None:
-    """reset_peer in the middle of a state transfer: the transfer resumes and the joiner converges."""
-    c, m = run.c, run.master
+    """reset_peer in the middle of a state transfer: the transfer resumes and the joiner converges.
+
+    With groups the transfer watched is group 0's, from its master."""
+    c, m = run.c, run.masters[0]
     r = run.choose("joiner", others(run, m))
     rate = int(run.draw("rate_kb", 3000, (2500, 6000)))
     run.phase("fault")
@@ -373,9 +381,9 @@ def reset_transfer(run: Run) -> None:
 
     def check(history: History) -> None:
         starts = [e for e in history.node_events if e.node == m and e.event == "transfer_started"
-                  and e.get("peer") == r and e.ts >= t_restart]
+                  and e.get("peer") == r and e.ts >= t_restart and e.get("group", 0) == 0]
         finished = [e for e in history.node_events if e.node == r and e.event == "transfer_finished"
-                    and e.ts >= t_restart]
+                    and e.ts >= t_restart and e.get("group", 0) == 0]
         run.observe(transfer_passes=len(starts), transfers_finished=len(finished))
         run.expect(finished, f"{r} wrote no transfer_finished event after its restart")
         run.expect(len(starts) == 1, f"the master started {len(starts)} transfers to {r}: the reset one "
