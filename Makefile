@@ -38,12 +38,13 @@ test: $(STAMP)
 
 # Many seeded chaos schedules (tests/chaos): random scenario, timings and victims, policies
 # majority, none, one and all, a summary table at the end. `make chaos RUNS=50 SEED=7` replays a schedule;
-# the seed is printed at the start.
+# the seed is printed at the start. GROUPS=3: clusters of three replication groups.
 .PHONY: chaos
 RUNS ?= 20
 SEED ?= $(shell date +%s)
+GROUPS ?= 1
 chaos: $(STAMP)
-	ELASTICMQ_PY_FROZEN=1 $(PY) -m tests.chaos --runs $(RUNS) --seed $(SEED)
+	ELASTICMQ_PY_FROZEN=1 $(PY) -m tests.chaos --runs $(RUNS) --seed $(SEED) --groups $(GROUPS)
 
 bench: $(STAMP)
 	$(PY) -m bench

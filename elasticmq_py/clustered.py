@@ -122,7 +122,7 @@ class ClusterBackend:
             started = time.time()
 
             def finish(result: Any, err: BaseException | None) -> None:
-                self._record_op(command, started, err)
+                self._record_op(command, started, err, group)
                 done(result, err)
             self.replicated.execute(command, finish, group)
         else:
@@ -229,10 +229,12 @@ class ClusterBackend:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _record_op(self, command: Command, started: float, err: BaseException | None) -> None:
-        """The history's `op` line: what this node did for a client, and how it ended."""
+    def _record_op(self, command: Command, started: float, err: BaseException | None,
+                   group: int | None = None) -> None:
+        """The history's `op` line: what this node did for a client, and how it ended; with
+        several groups it names the group that ran it, as the checker's gating judges per group."""
         queue = getattr(command, "queue", None)
-        fields = {"action": type(command).__name__, "queue": queue.name if queue is not None else None}
+        fields: dict[str, Any] = {"action": type(command).__name__, "queue": queue.name if queue is not None else None}
         if err is None:
             outcome = "ok"
         elif isinstance(err, SqsError):
@@ -240,6 +242,8 @@ class ClusterBackend:
             fields["error"] = err.code
         else:
             outcome, fields["error"] = "failed", type(err).__name__
+        if group is not None:
+            fields["group"] = group
         h = self._history
         if h is not None:
             h.write("op", started, flush=False, outcome=outcome, completed=round(time.time(), 6), **fields)

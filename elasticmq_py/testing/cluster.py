@@ -38,8 +38,10 @@ from typing import Any, Callable
 
 from cluster.config import Address, ClusterConfig, Durability, LinkAddrs, NodeConfig, NodeSpec, Replication, Timing
 from cluster.history import read_history
+from cluster.status import NodeStatus
 from elasticmq_py.auth.credentials import Auth
 from elasticmq_py.config import server_toml
+from elasticmq_py.localcluster import group_masters
 from elasticmq_py.testing.linkproxy import LinkProxy, ProxyLoop
 
 SECRET_HEADER = "X-Cluster-Secret"
@@ -297,6 +299,7 @@ class Cluster:
     # in tmp/NAME.state
     fsync: str | None = None
     auth: Auth | None = None   # [auth] on every member (SigV4 verification of clients)
+    groups: int = 1   # [cluster] groups: replication groups, each with a master of its own
     procs: dict[str, Proc] = field(default_factory=dict)
     kills: dict[str, list[float]] = field(default_factory=dict)  # wall times each node was killed
     proxies: dict[tuple[str, str], Any] = field(default_factory=dict)   # DirectedLink or ToxiLink
@@ -341,7 +344,7 @@ class Cluster:
                         links[(a.name, b.name)] = LinkAddrs(raft=Address("127.0.0.1", px.raft.port),
                                                             stream=Address("127.0.0.1", px.stream.port))
         self.cluster = ClusterConfig("test", self.secret, tuple(self.specs), links, self.timing,
-                                     encrypt_links=self.encrypt_links)
+                                     encrypt_links=self.encrypt_links, groups=self.groups)
 
     def _make_net(self, plan: list[tuple[NodeSpec, NodeSpec, dict[str, int]]]) -> None:
         try:
@@ -372,7 +375,8 @@ class Cluster:
         cluster = ClusterConfig(cluster.name, self.secrets.get(name, cluster.secret),
                                 tuple(s for s in cluster.nodes if s.name in members),
                                 {k: v for k, v in cluster.links.items() if set(k) <= members}, cluster.timing,
-                                Replication.from_dict(self.replication_config), cluster.encrypt_links)
+                                Replication.from_dict(self.replication_config), cluster.encrypt_links,
+                                cluster.groups)
         if self.fsync is not None:
             return NodeConfig(name, cluster, history_path=str(self.tmp / f"{name}.history.jsonl"),
                               durability=Durability(str(self.tmp / f"{name}.data"), self.fsync))
@@ -514,25 +518,39 @@ class Cluster:
             time.sleep(interval)
 
     def stable_master(self, among: list[str] | None = None, members: set[str] | None = None) -> Callable[[], str | None]:
-        """A predicate: exactly one active master among `among`, and all of them agree on its view."""
+        """A predicate: exactly one active master among `among`, and all of them agree on its view.
+        With several groups no member is active as a whole (each serves its own groups): the
+        master is the Raft leader the view names, and every group's master the view names must
+        be among `among` and serve its group (``group_masters``)."""
         def pred() -> str | None:
             names = among or self.alive()
             sts = self.statuses(names)
             if any(s is None for s in sts.values()):
                 return None
-            actives = [n for n, s in sts.items() if s["active"]]
+            if self.groups > 1:
+                actives = [n for n, s in sts.items() if s["role"] == "leader"]
+            else:
+                actives = [n for n, s in sts.items() if s["active"]]
             if len(actives) != 1:
                 return None
             views = {json.dumps(s["view"], sort_keys=True) for s in sts.values()}
             if len(views) != 1:
                 return None
             view = next(iter(sts.values()))["view"]
-            if view["master"] != actives[0]:
+            if view is None or view["master"] != actives[0]:
                 return None
             if members is not None and set(view["members"]) != members:
                 return None
+            if self.groups > 1 and group_masters({n: NodeStatus.from_dict(s) for n, s in sts.items()}) is None:
+                return None
             return actives[0]
         return pred
+
+    def group_masters(self, names: list[str] | None = None) -> list[str] | None:
+        """Each group's master, once the named nodes (default: the live ones) name the same ones
+        and each serves its group; else None."""
+        return group_masters({n: None if s is None else NodeStatus.from_dict(s)
+                              for n, s in self.statuses(names).items()})
 
     def history(self, name: str) -> list[dict[str, Any]]:
         path = self.tmp / f"{name}.history.jsonl"

@@ -5,7 +5,8 @@ modes from ``(seed, i)``, so ``--seed S --only i`` replays run i of a schedule. 
 one line as it ends; at the end a table per scenario and policy: runs, passes, and the checker's
 counts summed over the runs (under ``none`` the lost sends are the measured price of asynchronous
 acks, not a failure). Folders of failing runs are kept (and printed); passing ones only with
-``--keep``. The exit status is 1 if any run failed.
+``--keep``. The exit status is 1 if any run failed. ``--groups G`` runs every schedule on
+clusters of G replication groups (the same draws as with one).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="folder for the runs (default: a new temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the folders of passing runs too")
     p.add_argument("--json", default=None, help="write every result as JSON to this file")
+    p.add_argument("--groups", type=int, default=1, metavar="G",
+                   help="replication groups of every cluster ([cluster] groups; default 1)")
     args = p.parse_args(argv)
 
     seed = args.seed if args.seed is not None else int(time.time())
@@ -92,12 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         runs = [r for r in runs if r[0] in set(args.only)]
     print(f"chaos: seed {seed}, {len(runs)} runs of {', '.join(scenarios)} under {', '.join(policies)}; "
-          f"{'short' if args.short else 'long'} schedules; folders under {out}", flush=True)
+          f"{'short' if args.short else 'long'} schedules; {args.groups} group(s); folders under {out}", flush=True)
     results: list[Result] = []
     t0 = time.time()
     for i, name, policy, run_seed in runs:
         folder = out / f"run{i:03d}-{name}-{policy}"
-        res = run_scenario(name, folder, seed=run_seed, policy=policy, long=not args.short)
+        res = run_scenario(name, folder, seed=run_seed, policy=policy, long=not args.short, groups=args.groups)
         results.append(res)
         c = res.counts
         print(f"[{i:3d}] {'PASS' if res.ok else 'FAIL'} {name:<15} {policy:<8} {res.duration_s:5.1f}s "
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               f"order={c.get('order', 0)} 2m={c.get('two_masters', 0)} div={c.get('divergence', 0)}"
               + ("" if res.ok else f"\n      replay: python -m tests.chaos --seed {seed} --runs {args.runs}"
                  f" --scenarios {args.scenarios} --policies {args.policies} --only {i}"
-                 + (" --short" if args.short else "")
+                 + (" --short" if args.short else "") + (f" --groups {args.groups}" if args.groups != 1 else "")
                  + "".join(f"\n      checker: {f}" for f in res.failures)
                  + "".join(f"\n      scenario: {pr[:500]}" for pr in res.problems)
                  + f"\n      kept in {folder}"), flush=True)

@@ -65,7 +65,8 @@ class Run:
     """One run of one scenario: the cluster, the clients, the nemesis log, the seeded choices,
     and the scenario's own checks, applied to the history once the run is over."""
 
-    def __init__(self, sc: Scenario, folder: Path, seed: int, policy: str, long: bool, nice: int = 0) -> None:
+    def __init__(self, sc: Scenario, folder: Path, seed: int, policy: str, long: bool, nice: int = 0,
+                 groups: int = 1) -> None:
         self.sc = sc
         self.folder = folder
         self.seed = seed
@@ -77,12 +78,18 @@ class Run:
         self.problems: list[str] = []
         self.checks: list[Check] = []
         self.names = [f"n{i}" for i in range(1, sc.nodes + 1)]
-        self.c = Cluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice, fsync=sc.fsync)
+        self.groups = groups
+        self.c = Cluster(folder, self.names, timing=CHAOS_TIMING, toxiproxy=True, nice=nice, fsync=sc.fsync,
+                         groups=groups)
         self.c.replication_config = {"policy": policy, **sc.replication}
         self.nemesis: Nemesis | None = None
         self.recorders: list[Recorder] = []
         self.pinned: list[Recorder] = []
+        # The master: with several groups the Raft leader, whose views name each group's master
+        # (``masters``, by group; with one group ``[master]``). Scenarios that watch one stream
+        # (its lag, its transfers) watch group 0's, on ``masters[0]``.
         self.master = ""
+        self.masters: list[str] = []
         self.killed: set[str] = set()
         self.started = False   # the cluster is up and the clients run
         self.prefix = ""       # the story being told, in a combo: keys are prefixed with it
@@ -132,6 +139,15 @@ class Run:
         if since is not None:
             self.observe(**{key: round(time.time() - since, 2)})
         return m
+
+    def aim(self, what: str, timeout: float) -> str:
+        """Wait for a master whose view holds every member and, with groups, for every group's
+        master; remember them (``master``, ``masters``) as the ones the faults aim at."""
+        c, members = self.c, set(self.names)
+        self.master = c.wait_for(what, c.stable_master(members=members), timeout)
+        self.masters = [self.master] if self.groups == 1 else c.wait_for(
+            f"{what}: every group's master", lambda: c.group_masters(self.names), timeout)
+        return self.master
 
     def phase(self, label: str | None) -> None:
         for r in self.recorders:
@@ -188,14 +204,18 @@ class Run:
                             f"majority was connected")
         self.checks.append(check)
 
-    def keeps_office(self, master: str, since: float) -> None:
+    def keeps_office(self, master: str, since: float, keep: list[str] | None = None) -> None:
         """Invariant 6: ``master`` keeps its majority through this fault, so it stays master in its
         epoch through the fault, the heal and HEAL_QUIET_S after it: no node stands, none
-        records a term beyond the master's (a cut-off node catching up to it is no election)."""
+        records a term beyond the master's (a cut-off node catching up to it is no election).
+        With groups, every group mastered by one of ``keep`` (default: the master), which the
+        master still hears, keeps its master too; the others' groups may move."""
         w, label = self.until_heal(), self.prefix or self.sc.name
+        kept = None if self.groups == 1 else {
+            g: n for g, n in enumerate(self.masters) if n in (keep if keep is not None else [master])}
 
         def check(history: History) -> None:
-            for problem in office_kept(history, master, since, (w["until"] or float("inf")) + HEAL_QUIET_S):
+            for problem in office_kept(history, master, since, (w["until"] or float("inf")) + HEAL_QUIET_S, kept):
                 self.expect(False, f"{label}: {problem}")
         self.checks.append(check)
 
@@ -205,10 +225,12 @@ class Run:
                 w["until"] = at
 
 
-def office_kept(history: History, master: str, since: float, until: float) -> list[str]:
+def office_kept(history: History, master: str, since: float, until: float,
+                groups: dict[int, str] | None = None) -> list[str]:
     """What breaks invariant 6 for ``master`` in ``(since, until]``: a term beyond the one it held
     at ``since`` (an election; a cut-off node catching up to the master's term is none), or
-    another node taking office."""
+    another node taking office; with ``groups`` (group -> its master at ``since``), another node
+    taking office in one of those groups."""
     roles = [e for e in history.node_events if e.event == "role"]
     before = [e for e in roles if e.node == master and e.ts <= since]
     if not before:
@@ -217,7 +239,8 @@ def office_kept(history: History, master: str, since: float, until: float) -> li
     beyond = [(e.node, e.fields.get("role"), e.fields.get("term"), round(e.ts - since, 3)) for e in roles
               if since < e.ts <= until and isinstance(e.fields.get("term"), int) and e.fields["term"] > term]
     others = [(e.node, round(e.ts - since, 3)) for e in history.node_events
-              if e.event == "activated" and e.node != master and since < e.ts <= until]
+              if e.event == "activated" and since < e.ts <= until
+              and (e.node != master if groups is None else groups.get(e.fields.get("group", 0), e.node) != e.node)]
     out = []
     if beyond:
         out.append(f"{master} (term {term}) kept its majority, yet terms rose during the fault or after its heal "
@@ -262,5 +285,4 @@ def heal(run: Run) -> str:
     run.healed(at)
     stop_all(run.pinned)
     run.wait_master(since=at, timeout=45, key="recovery_s")
-    run.master = c.wait_for("every member in the master's view", c.stable_master(members=set(run.names)), 45)
-    return run.master
+    return run.aim("every member in the master's view", 45)

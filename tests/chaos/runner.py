@@ -107,14 +107,15 @@ def verdict_failures(v: Verdict, policy: str) -> list[str]:
 
 
 def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority", long: bool = False,
-                 nice: int = 0) -> Result:
+                 nice: int = 0, groups: int = 1) -> Result:
     """Run scenario (or combo) ``name`` once in ``folder`` (created) and judge it. Never raises
     for what the cluster does: an error is a problem of the result. ``nice``: the node
-    processes' niceness (make test runs the scenarios beside LAN-timed tests)."""
+    processes' niceness (make test runs the scenarios beside LAN-timed tests). ``groups``: the
+    cluster's replication groups; the judges work per queue and per group either way."""
     sc = SCENARIOS.get(name) or COMBOS[name]
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    run = Run(sc, folder, seed, policy, long, nice)
+    run = Run(sc, folder, seed, policy, long, nice, groups)
     c = run.c
     failures: list[str] = []
     counts: dict[str, int] = {}
@@ -135,9 +136,10 @@ def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority
                 c.close()
                 folder.rename(folder.with_name(f"{folder.name}.port-clash-{attempt}"))
                 folder.mkdir()
-                run = Run(sc, folder, seed, policy, long, nice)
+                run = Run(sc, folder, seed, policy, long, nice, groups)
                 c = run.c
-            run.master = _setup_queues(c, run.names)
+            _setup_queues(c, run.names)
+            run.aim("a master after the set-up", 30)
             n_fill = sc.prefill[1 if long else 0]
             if n_fill:
                 c.sqs(run.master, retries={"mode": "standard", "total_max_attempts": 5}).create_queue(
@@ -146,7 +148,7 @@ def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority
                 c.wait_for("the replicas hold the prefill", lambda: c.converged(run.names), 60)
                 run.observations["prefill"] = n_fill
             run.nemesis = Nemesis(folder / "nemesis.jsonl")
-            on = (lambda: [run.master]) if sc.clients_on_master else (lambda: run.names)
+            on = (lambda: [run.masters[0]]) if sc.clients_on_master else (lambda: run.names)
             run.recorders = [Recorder(f"c{i}", folder / f"c{i}.jsonl", client_urls(c, on), QUEUES,
                                       seed=run.rng.randrange(1 << 30), receive_ratio=sc.receive_ratio,
                                       read_timeout=CLIENT_READ_TIMEOUT)
@@ -157,7 +159,7 @@ def run_scenario(name: str, folder: Path, seed: int = 0, policy: str = "majority
             run.observations["setup_s"] = round(time.time() - t0, 1)
             run.hold(run.draw("warmup_s", 1.0, (1.0, 3.0)))
             # the scenario aims at whoever is master now (a loaded machine may have elected anew)
-            run.master = c.wait_for("a master before the faults", c.stable_master(members=set(run.names)), 30)
+            run.aim("a master before the faults", 30)
             t_body = time.time()
             sc.body(run)
             run.observations["faults_s"] = round(time.time() - t_body, 1)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from cluster.checker import History
 from elasticmq_py.testing.cluster import Cluster
-from tests.chaos.harness import CHAOS_TIMING, DETECT_S, Run, Scenario, heal, others
+from tests.chaos.harness import CHAOS_TIMING, DETECT_S, QUEUES, Run, Scenario, heal, others
 
 SCENARIOS: dict[str, Scenario] = {}   # one fault story each: what `make chaos` draws from
 COMBOS: dict[str, Scenario] = {}      # several stories in a row on one cluster (the short suite)
@@ -62,7 +62,7 @@ def isolate_replica(run: Run) -> None:
     run.never_succeeds([r], cut)
     # the master and the other replica are a majority all along: no reason to stop serving
     run.keeps_serving(cut + 1.0)
-    run.keeps_office(m, cut)
+    run.keeps_office(m, cut, keep=others(run, r))
     run.hold(cut + hold - time.time())
 
 
@@ -100,8 +100,9 @@ def bridge(run: Run) -> None:
     # whoever ends up master, the middle node gives it a majority: after the dust settles, it serves
     run.keeps_serving(cut + hold / 2)
     # and it is the master of the moment: the cut-off end's pre-vote finds no majority (the middle
-    # still hears the master), so the cut and its heal depose nobody
-    run.keeps_office(m, cut)
+    # still hears the master), so the cut and its heal depose nobody; with groups, nor do the
+    # groups of the members the master still hears (an end it cannot hear may lose its groups)
+    run.keeps_office(m, cut, keep=others(run, next(e for e in ends if e != m)) if m in ends else run.names)
     run.hold(cut + hold - time.time())
 
 
@@ -214,8 +215,8 @@ def pause_master(run: Run) -> None:
     run.hold(t + pause - time.time())
     c.sigcont(m)
     run.note(m, "resume", "SIGCONT")
-    # It was deposed while paused: once it runs again it must see so, not serve.
-    c.wait_for(f"{m} resumes as a replica", lambda: (c.status(m) or {}).get("active") is False, 10)
+    # It was deposed while paused: once it runs again it must see so, not serve (any group).
+    c.wait_for(f"{m} resumes as a replica", lambda: _serves_nothing(c.status(m) or {}), 10)
     run.observe(new_master=new, old_master=m)
 
 
@@ -230,12 +231,34 @@ def restart_empty(run: Run) -> None:
         run.wait_master(others(run, m), since=t)
     run.hold(t + run.draw("down_s", 2, (0.5, 6)) - time.time())
     r = run.restart(victim)
-    lt = c.wait_for(f"{victim} received a state transfer", lambda: _transfer_after(c, victim, r), 45)
+    lt = c.wait_for(f"{victim} received a state transfer", lambda: _transfer_after(run, victim, r), 45)
     run.observe(transfer=lt)
 
 
-def _transfer_after(c: Cluster, node: str, since: float) -> dict[str, Any] | None:
-    st = c.status(node)
+def _serves_nothing(st: dict[str, Any]) -> bool:
+    return st.get("active") is False and not any(g["serving"] for g in st.get("groups", ()))
+
+
+def _bulk_group(run: Run) -> int:
+    """The group of the prefill's queue ``bulk``: a new queue goes to the least-loaded group,
+    the lowest first (cluster/directory.py), and ``bulk`` comes after the workload's queues. Only
+    its log is long enough to be trimmed: with groups, an empty node catches the others up from
+    their streams."""
+    return len(QUEUES) % run.groups
+
+
+def _transfer_line(run: Run, node: str, event: str, since: float, peer: str | None = None
+                   ) -> dict[str, Any] | None:
+    """``node``'s first history line ``event`` of the bulk group after ``since`` (with groups
+    the status reports group 0's transfers only)."""
+    return next((e for e in run.c.history(node) if e["event"] == event and e["ts"] > since
+                 and e.get("group", 0) == _bulk_group(run) and peer in (None, e.get("peer"))), None)
+
+
+def _transfer_after(run: Run, node: str, since: float) -> dict[str, Any] | None:
+    if run.groups > 1:
+        return _transfer_line(run, node, "transfer_finished", since)
+    st = run.c.status(node)
     lt = (st or {}).get("replication", {}).get("last_transfer")
     if lt and lt.get("direction") == "received" and (lt.get("at") or 0) > since:
         return lt
@@ -248,9 +271,13 @@ def slow_link(run: Run) -> None:
     """A slow replica link (200 ms each way, a bandwidth cap): lag shows, producers are throttled; cut it: they are not.
 
     Under policy ``all`` the slow replica's acks pace every send instead, so the sends must get
-    through slowly rather than be throttled."""
-    c, m = run.c, run.master
-    r = run.choose("slow_replica", others(run, m))
+    through slowly rather than be throttled. With groups the story is group 0's (its master, the
+    clients' only endpoint, and its queue ``jobs``)."""
+    c, m = run.c, run.masters[0]
+    # with groups, not the master of a queue the clients use: they would wait on forwards over
+    # the slow link, and send too little for the lag to build
+    r = run.choose("slow_replica", [n for n in others(run, m) if n not in run.masters[:len(QUEUES)]]
+                   or others(run, m))
     latency = int(run.draw("latency_ms", 200, (200, 200)))
     rate = int(run.draw("rate_kb", 8, (4, 16)))
     slow_min = run.draw("slow_s", 4, (4, 10))
@@ -344,21 +371,23 @@ def _sample(c: Cluster, master: str, replica: str, until: float,
 # "Chaos tests"; tests/chaos/transfer_probe.py watches one).
 @scenario("reset-transfer", prefill=(6000, 12000), replication={"log-limit-mb": 1})
 def reset_transfer(run: Run) -> None:
-    """reset_peer in the middle of a state transfer: the transfer resumes and the joiner converges."""
-    c, m = run.c, run.master
+    """reset_peer in the middle of a state transfer: the transfer resumes and the joiner converges.
+
+    With groups the transfer watched is the bulk queue's group's, from its master."""
+    c, m = run.c, run.masters[_bulk_group(run)]
     r = run.choose("joiner", others(run, m))
     rate = int(run.draw("rate_kb", 3000, (2500, 6000)))
     run.phase("fault")
     run.kill(r)
     c.link(m, r).bandwidth(rate, stream="upstream", which="stream")
     t_restart = run.restart(r)
-    c.wait_for(f"{r} receiving a state transfer",
-               lambda: (c.status(r) or {}).get("replication", {}).get("transfer_in"), 30, interval=0.02)
+    c.wait_for(f"{r} receiving a state transfer", lambda: _receiving(run, m, r, t_restart), 30,
+               interval=0.02 if run.groups == 1 else 0.1)
     t_in = time.time()
     # well inside the transfer: a fraction of what the capped link needs for the whole state
     expected_s = run.sc.prefill[1 if run.long else 0] * 1.13 / rate
     run.hold(run.draw("reset_after_s", 0.5, (0.1, max(0.2, min(1.5, expected_s / 3)))))
-    in_transfer = bool((c.status(r) or {}).get("replication", {}).get("transfer_in"))
+    in_transfer = _receiving(run, m, r, t_restart)
     for a, b in ((m, r), (r, m)):
         c.link(a, b).reset_peer(0, which="stream")
     t_reset = run.note(r, "reset_peer", f"{m}<->{r} stream connections reset mid-transfer")
@@ -367,15 +396,15 @@ def reset_transfer(run: Run) -> None:
         c.link(a, b).remove("reset_peer", which="stream")
     run.note(r, "heal", "reset_peer removed")
     run.expect(in_transfer, f"the transfer to {r} was over before the reset (nothing was tested)")
-    lt = c.wait_for(f"{r} finished the state transfer", lambda: _transfer_after(c, r, t_restart), 60)
+    lt = c.wait_for(f"{r} finished the state transfer", lambda: _transfer_after(run, r, t_restart), 60)
     c.link(m, r).remove("bandwidth", which="stream")
     run.observe(transfer=lt, transfer_seen_at=t_in, t_reset=t_reset)
 
     def check(history: History) -> None:
         starts = [e for e in history.node_events if e.node == m and e.event == "transfer_started"
-                  and e.get("peer") == r and e.ts >= t_restart]
+                  and e.get("peer") == r and e.ts >= t_restart and e.get("group", 0) == _bulk_group(run)]
         finished = [e for e in history.node_events if e.node == r and e.event == "transfer_finished"
-                    and e.ts >= t_restart]
+                    and e.ts >= t_restart and e.get("group", 0) == _bulk_group(run)]
         run.observe(transfer_passes=len(starts), transfers_finished=len(finished))
         run.expect(finished, f"{r} wrote no transfer_finished event after its restart")
         run.expect(len(starts) == 1, f"the master started {len(starts)} transfers to {r}: the reset one "
@@ -385,6 +414,14 @@ def reset_transfer(run: Run) -> None:
         run.expect(len(finished) <= 1, f"{r} completed {len(finished)} transfers for one restart: "
                                        f"{[(e.ts, e.get('at_seq')) for e in finished]}")
     run.checks.append(check)
+
+
+def _receiving(run: Run, master: str, joiner: str, since: float) -> bool:
+    """``joiner`` is in the middle of a state transfer (of the bulk group's, with groups)."""
+    if run.groups == 1:
+        return bool((run.c.status(joiner) or {}).get("replication", {}).get("transfer_in"))
+    return (_transfer_line(run, master, "transfer_started", since, peer=joiner) is not None
+            and _transfer_line(run, joiner, "transfer_finished", since) is None)
 
 
 # -- several stories on one cluster: the short suite of make test ---------------------------------

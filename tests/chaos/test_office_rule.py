@@ -38,3 +38,14 @@ def test_events_outside_the_window_do_not_count():
     h.node(12.0, "n3", "role", role="candidate", term=4)
     assert office_kept(h.history(), "n1", since=2.0, until=9.0) == []
     assert office_kept(H().history(), "n1", since=2.0, until=9.0) == ["no role line of n1 before the cut"]
+
+
+def test_with_groups_only_the_kept_groups_must_keep_their_masters():
+    # n3 was cut off: its group 2 moves to n2, which is allowed; group 1 moving is not
+    h = _base()
+    h.node(4.0, "n2", "activated", epoch=4, group=2)
+    kept = {0: "n1", 1: "n2"}
+    assert office_kept(h.history(), "n1", since=2.0, until=9.0, groups=kept) == []
+    h.node(5.0, "n1", "activated", epoch=4, group=1)
+    problems = office_kept(h.history(), "n1", since=2.0, until=9.0, groups=kept)
+    assert len(problems) == 1 and "another master took office" in problems[0] and "('n1', 3.0)" in problems[0]
