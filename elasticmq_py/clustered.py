@@ -104,29 +104,24 @@ class ClusterBackend:
 
     def execute(self, command: Command, done: Done) -> None:
         # errors reach ``done`` as SQS errors already (``client_error``, given to the storage)
-        if self._history is not None and type(command) is not Tick:
-            started = time.time()
-
-            def finish(result: Any, err: BaseException | None) -> None:
-                self._record_op(command, started, err)
-                done(result, err)
-            self.replicated.execute(command, finish)
-        else:
-            self.replicated.execute(command, done)
+        self.replicated.execute(command, self._recorded(command, done))
 
     def _execute_in_group(self, command: Command, done: Done, group: int | None = None) -> None:
         """``execute`` with several groups: in ``group``, or else in the group of the command's queue."""
         if group is None:
             group = self.request_group(command_key(command))
-        if self._history is not None and type(command) is not Tick:
-            started = time.time()
+        self.replicated.execute(command, self._recorded(command, done, group), group)
 
-            def finish(result: Any, err: BaseException | None) -> None:
-                self._record_op(command, started, err, group)
-                done(result, err)
-            self.replicated.execute(command, finish, group)
-        else:
-            self.replicated.execute(command, done, group)
+    def _recorded(self, command: Command, done: Done, group: int | None = None) -> Done:
+        """``done``, writing the history's `op` line first where there is a history."""
+        if self._history is None or type(command) is Tick:
+            return done
+        started = time.time()
+
+        def finish(result: Any, err: BaseException | None) -> None:
+            self._record_op(command, started, err, group)
+            done(result, err)
+        return finish
 
     def request_group(self, key: Any, creates: bool = False) -> int | None:
         """The group that runs a request on the queue ``key`` (a ``QueueKey`` or (region, account,
